@@ -1,0 +1,6 @@
+"""msprobe.core: everything of msprobe that needs no deep-learning framework.
+
+Configuration, entry naming, selection, value encoding, writers, comparison and the ``msprobe``
+command live here once and are shared by ``msprobe.pytorch`` and ``msprobe.mindspore``. This package
+must never import torch or mindspore (a test checks it in a fresh interpreter).
+"""

@@ -1,0 +1,123 @@
+"""The ``msprobe`` command: ``msprobe [-f pytorch|mindspore] <command> ...``.
+
+The command lives in msprobe-common so that it exists whatever else is installed. Framework packages
+add their commands through the entry-point group ``msprobe.frameworks``: each entry point (named after
+the framework) loads a mapping of command name → :class:`Command`. A framework's ``cli`` module must
+import its framework lazily (inside ``run``), so that ``msprobe --help`` stays fast and works even
+when a framework is broken. Framework-free commands are listed in ``CORE_COMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+
+ENTRY_POINT_GROUP = "msprobe.frameworks"
+FRAMEWORKS = {"pytorch": "msprobe-pytorch", "mindspore": "msprobe-mindspore"}
+DISTRIBUTIONS = ("msprobe-common", *FRAMEWORKS.values())
+
+
+@dataclass(frozen=True)
+class Command:
+    """One sub-command: its one-line help, how it adds its arguments, and what it runs (exit code)."""
+
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def _grad_compare_configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-i1", "--input1", required=True, help="grad_probe dump_path (or rank directory) of run 1")
+    parser.add_argument("-i2", "--input2", required=True, help="grad_probe dump_path (or rank directory) of run 2")
+    parser.add_argument("-o", "--output", required=True, help="directory for similarities.csv and plots")
+
+
+def _grad_compare_run(args: argparse.Namespace) -> int:
+    from msprobe.core.grad_probe import compare_command
+
+    return compare_command(args.input1, args.input2, args.output)
+
+
+CORE_COMMANDS: dict[str, Command] = {
+    "grad_compare": Command(
+        "compare the gradient directions of two grad_probe runs", _grad_compare_configure, _grad_compare_run
+    ),
+}
+
+
+def installed_frameworks() -> dict[str, metadata.EntryPoint]:
+    """Framework name → entry point, for every framework package installed."""
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def installed_versions() -> dict[str, str]:
+    versions = {}
+    for dist in DISTRIBUTIONS:
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _version_text() -> str:
+    versions = installed_versions()
+    if not versions:
+        return "msprobe (no msprobe distribution metadata found: running from a source tree?)"
+    return "\n".join(f"{dist} {version}" for dist, version in versions.items())
+
+
+def _framework_commands(framework: str) -> Mapping[str, Command]:
+    entry = installed_frameworks().get(framework)
+    if entry is None:
+        raise SystemExit(
+            f"msprobe: the {framework} framework is not installed; install it with: "
+            f"pip install {FRAMEWORKS[framework]}"
+        )
+    return entry.load()
+
+
+def build_parser(framework: str, commands: Mapping[str, Command]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="msprobe",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="msprobe: precision debugging for PyTorch and MindSpore training.",
+        epilog=f"installed frameworks: {', '.join(sorted(installed_frameworks())) or 'none'}",
+    )
+    _add_global_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="<command>", title=f"commands ({framework})")
+    for name, command in commands.items():
+        command.configure(sub.add_parser(name, help=command.help, description=command.help))
+    return parser
+
+
+def _add_global_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-f", "--framework", choices=sorted(FRAMEWORKS), default="pytorch",
+        help="framework whose commands to run (default: pytorch)",
+    )
+    parser.add_argument("--version", action="version", version=_version_text())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pre = argparse.ArgumentParser(add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_global_options(pre)
+    known, rest = pre.parse_known_args(argv)
+    wants_help = not rest or rest[0] in ("-h", "--help")
+    commands: dict[str, Command] = dict(CORE_COMMANDS)
+    if known.framework in installed_frameworks() or not wants_help:
+        commands.update(_framework_commands(known.framework))
+    parser = build_parser(known.framework, commands)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    return int(commands[args.command].run(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

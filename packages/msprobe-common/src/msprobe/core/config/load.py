@@ -1,0 +1,177 @@
+"""Reading config.json and turning it, with the constructor's overrides, into a DebuggerConfig.
+
+Everything wrong with the file is collected first and raised once, so the user fixes the whole
+file in one go instead of discovering one problem per run of a long training job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+from msprobe.core.config.errors import MISSING, ConfigError, Problem
+from msprobe.core.config.fields import FieldReader, one_of
+from msprobe.core.config.keys import COMMON_KEYS, warn_unused_keys
+from msprobe.core.config.model import (
+    DEFAULT_DUMP_PATH,
+    DEFAULT_LEVEL,
+    DEFAULT_TASK,
+    FRAMEWORKS,
+    LEVELS,
+    TASKS,
+    DebuggerConfig,
+)
+from msprobe.core.config.rules import RuleContext, cross_field_problems
+from msprobe.core.config.sections import SECTION_PARSERS
+from msprobe.core.log import logger
+
+
+def _fail(file: str, detail: str) -> ConfigError:
+    return ConfigError(file=file, detail=detail)
+
+
+def _warn_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result: dict[str, object] = {}
+    for key, value in pairs:
+        if key in result:
+            logger.warning("config key %r appears more than once in one object; the last value is used", key)
+        result[key] = value
+    return result
+
+
+def read_config_file(file: str) -> dict[str, object]:
+    """The top-level JSON object of ``file``; anything else raises a ConfigError naming the file."""
+    try:
+        with open(file, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise _fail(file, "the file does not exist") from None
+    except IsADirectoryError:
+        raise _fail(file, "is a directory, not a JSON file") from None
+    except UnicodeDecodeError as error:
+        raise _fail(file, f"is not UTF-8 text (byte {error.start})") from None
+    except OSError as error:
+        raise _fail(file, f"cannot be read: {error.strerror}") from None
+    try:
+        data = json.loads(text, object_pairs_hook=_warn_duplicates)
+    except json.JSONDecodeError as error:
+        raise _fail(
+            file, f"is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}"
+        ) from None
+    if not isinstance(data, dict):
+        raise _fail(file, f"must hold a JSON object {{...}} at the top level, not a {type(data).__name__}")
+    return data
+
+
+def _section_reader(raw: Mapping[str, object], task: str) -> FieldReader:
+    value = raw.get(task)
+    reader = FieldReader(value if isinstance(value, Mapping) else {}, prefix=f"{task}.")
+    if value is not None and not isinstance(value, Mapping):
+        reader.problems.append(Problem(task, value, f"an object {{...}} with the keys of the {task} section"))
+    return reader
+
+
+def build_config(
+    config_path: str | os.PathLike[str] | None,
+    framework: str,
+    overrides: Mapping[str, object],
+    *,
+    for_debugger: bool,
+) -> DebuggerConfig:
+    """Validate the file's common keys (or the overriding arguments), then the effective task's section."""
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"framework: got {framework!r}; allowed: {one_of(FRAMEWORKS)}")
+    file = None if config_path is None else os.path.abspath(os.fspath(config_path))
+    raw = {} if file is None else read_config_file(file)
+    arguments = {key: value for key, value in overrides.items() if value is not None}
+    from_file = FieldReader({key: value for key, value in raw.items() if key not in arguments})
+    from_arguments = FieldReader(arguments, suffix=" (argument)")
+
+    def reader_for(key: str) -> FieldReader:
+        return from_arguments if key in arguments else from_file
+
+    task = reader_for("task").choice("task", TASKS, DEFAULT_TASK)
+    level = reader_for("level").choice("level", LEVELS, DEFAULT_LEVEL)
+    dump_path = reader_for("dump_path").text("dump_path", DEFAULT_DUMP_PATH, non_empty=True)
+    if file is not None and task != "run_ut" and not reader_for("dump_path").given("dump_path"):
+        from_file.report(
+            "dump_path",
+            MISSING,
+            "a non-empty string (required in a config file unless dump_path is passed as an argument)",
+        )
+    if for_debugger and task == "run_ut":
+        reader_for("task").report(
+            "task",
+            task,
+            f"{one_of(tuple(t for t in TASKS if t != 'run_ut'))}; run_ut configures the "
+            "`msprobe -f pytorch run_ut` command, not the debugger",
+        )
+    rank = from_file.indices("rank", ())
+    step = reader_for("step").indices("step", ())
+    enable_dataloader = from_file.flag("enable_dataloader", False)
+
+    warn_unused_keys(raw, task)
+    if enable_dataloader and framework == "pytorch":
+        logger.warning(
+            "enable_dataloader is deprecated (as announced by msprobe 1.1.1); call start/stop/step instead"
+        )
+    section_reader = _section_reader(raw, task)
+    section = SECTION_PARSERS[task](section_reader)
+    context = RuleContext(
+        framework=framework,
+        task=task,
+        level=level,
+        enable_dataloader=enable_dataloader,
+        section=section,
+        paths={key: reader_for(key).path(key) for key in COMMON_KEYS},
+        invalid=frozenset(from_file.invalid | from_arguments.invalid | section_reader.invalid),
+    )
+    problems = (
+        from_file.problems + from_arguments.problems + section_reader.problems + cross_field_problems(context)
+    )
+    if problems:
+        raise ConfigError(problems, file=file)
+    return DebuggerConfig(
+        framework=framework,
+        task=task,
+        dump_path=dump_path,
+        rank=rank,
+        step=step,
+        level=level,
+        enable_dataloader=enable_dataloader,
+        section=section,
+    )
+
+
+def load_config(
+    config_path: str | os.PathLike[str] | None = None,
+    *,
+    framework: str,
+    task: str | None = None,
+    dump_path: str | None = None,
+    level: str | None = None,
+    step: list | None = None,
+) -> DebuggerConfig:
+    """Load and validate ``config_path`` (``None``: built-in defaults) for ``framework``.
+
+    ``task``, ``dump_path``, ``level`` and ``step`` override the file; the section read is the one
+    of the effective task. Raises :class:`ConfigError` listing every problem found.
+    """
+    overrides = {"task": task, "dump_path": dump_path, "level": level, "step": step}
+    return build_config(config_path, framework, overrides, for_debugger=False)
+
+
+def load_debugger_config(
+    config_path: str | os.PathLike[str] | None = None,
+    *,
+    framework: str,
+    task: str | None = None,
+    dump_path: str | None = None,
+    level: str | None = None,
+    step: list | None = None,
+) -> DebuggerConfig:
+    """Like :func:`load_config`, for PrecisionDebugger: task ``run_ut`` is a problem, since it
+    configures the ``msprobe -f pytorch run_ut`` command rather than collection."""
+    overrides = {"task": task, "dump_path": dump_path, "level": level, "step": step}
+    return build_config(config_path, framework, overrides, for_debugger=True)

@@ -1,0 +1,98 @@
+"""The contract between a framework's interception layer and the framework-free collector.
+
+An interceptor (``msprobe.pytorch.hooks``, ``msprobe.mindspore.hooks``) sees calls; the collector in
+``msprobe.core`` decides what to keep and writes it. They meet here, so that every task (dump,
+overflow check, free benchmark) consumes the same calls through one mechanism per framework, and
+so that hooks know nothing about files while writers know nothing about frameworks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from msprobe.core.records import TensorRecord, TensorStats
+
+
+@dataclass
+class Call:
+    """One outermost API call or one module/cell forward, as the interceptor saw it.
+
+    ``name`` is the full forward entry name (``Torch.add.0.forward``, ``Module.fc.Linear.forward.0``)
+    built with :mod:`msprobe.core.naming`. ``args``/``kwargs`` are the real call arguments, handed to the
+    sink *before* the call runs, so an in-place API's inputs can be recorded as they were.
+    """
+
+    name: str
+    args: tuple
+    kwargs: dict
+    is_module: bool = False
+    mutates_inputs: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+class CallSink(Protocol):
+    """What a collector offers an interceptor. Every method is called with interception paused, so the
+    sink's own framework calls are never seen as user calls."""
+
+    def forward_start(self, call: Call) -> bool:
+        """Before the real call. Return True when the sink wants this call's backward entry too."""
+
+    def forward_end(self, call: Call, output: Any) -> None:
+        """After the real call returned ``output``."""
+
+    def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
+        """The backward of ``call`` ran: ``grad_input`` are the gradients flowing into it (one per forward
+        output), ``grad_output`` those it produced for its tensor inputs, in forward argument order
+        (``None`` where an input needs no gradient)."""
+
+
+class TensorAdapter(Protocol):
+    """Framework tensor operations the collector needs; one implementation per framework."""
+
+    type_name: str  # "torch.Tensor" / "mindspore.Tensor"
+    tensor_suffix: str  # ".pt" / ".npy"
+
+    def is_tensor(self, value: Any) -> bool: ...
+
+    def describe(self, tensor: Any) -> TensorRecord:
+        """dtype, shape, requires_grad — no statistics, no host synchronisation."""
+
+    def stats(self, tensor: Any) -> Any:
+        """Launch the statistics of ``tensor`` on its device and return a handle; must not sync."""
+
+    def fetch(self, handles: list[Any]) -> list[TensorStats]:
+        """Bring the statistics of many handles to the host in one transfer."""
+
+    def checksum(self, tensor: Any) -> str:
+        """CRC-32 of the tensor's bytes as 8 lowercase hex digits (summary_mode md5)."""
+
+    def snapshot(self, tensor: Any) -> Any:
+        """A detached copy that later in-place changes cannot reach (for saving inputs of in-place APIs)."""
+
+    def save(self, tensor: Any, path: Path) -> None:
+        """Write the tensor file (contiguous, on CPU) to ``path``."""
+
+    def encode_other(self, value: Any) -> Any:
+        """dump.json value for a framework object that is not a tensor (dtype, device, Size, process
+        group), or ``records.NOT_HANDLED``."""
+
+
+class Interceptor(Protocol):
+    """A framework's interception layer, as the debugger session drives it."""
+
+    def attach(self, model: Any) -> None:
+        """Hook the model's modules/cells (L0, mix); ``None`` when only APIs are collected."""
+
+    def enable(self) -> None:
+        """Start handing calls to the sink."""
+
+    def disable(self) -> None:
+        """Stop handing calls to the sink; the cost of idle hooks must be near zero."""
+
+    def reset_counts(self) -> None:
+        """A new step: call counters start again from 0."""
+
+    def detach(self) -> None:
+        """Remove every hook and restore everything wrapped."""

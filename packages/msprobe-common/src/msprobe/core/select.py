@@ -1,0 +1,196 @@
+"""The one selector of what a step collects (SPEC 4.2): step, rank, scope, list and data_mode.
+
+Both frameworks and every task ask the same object, so a filter means the same thing everywhere.
+The interceptor calls :meth:`Selector.begin` for every entry as it starts and :meth:`Selector.end`
+when a module's forward finishes; scope ranges and module spans from ``list`` are states that those
+calls open and close, in execution order.
+
+Decisions where the seed documents leave room (and where 1.1.1 surprised its users):
+
+- ``list`` items that are full entry names match exactly. Any other item is a *kind*: it matches API
+  entries whose API name equals it (``relu``, ``linalg.norm``) or whose ``Prefix.api`` equals it
+  (``Tensor.add`` matches ``Tensor.add.3.forward`` but not ``Torch.add.0.forward``), and module entries
+  whose class equals it (``Linear``). Matching is exact, so ``max`` never catches ``softmax``.
+- A module forward selected by ``list`` (full name or class) selects everything that starts before
+  its forward ends, like 1.1.1's module expansion in ``mix``.
+- With both ``scope`` and ``list`` an entry must satisfy both: the list narrows the range.
+- A backward entry is selected when its forward was selected in this step, so selecting a forward
+  also yields the gradients of that call (the seed's ``Functional.linear.0.backward`` style still works
+  on its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from msprobe.core.naming import BACKWARD, DIRECTIONS, FORWARD, EntryName, parse_name
+
+DATA_MODES = ("all", "forward", "backward", "input", "output")
+PARTS = ("input", "output")
+
+
+class Selector:
+    def __init__(
+        self,
+        *,
+        steps: Sequence[int] = (),
+        ranks: Sequence[int] = (),
+        scope: Sequence[str] = (),
+        names: Sequence[str] = (),
+        data_mode: Sequence[str] = ("all",),
+    ) -> None:
+        self._steps = frozenset(_non_negative_ints("step", steps))
+        self._ranks = frozenset(_non_negative_ints("rank", ranks))
+        self._scope = _ScopeRange(scope) if scope else None
+        self._list = _NameList(names) if names else None
+        self._directions, self._parts = _data_mode(data_mode)
+        self._keeps_all = len(self._directions) == len(DIRECTIONS) and len(self._parts) == len(PARTS)
+        self._selected_forwards: set[str] = set()
+
+    # ------------------------------------------------------------------ step and rank
+    def selects_step(self, step: int) -> bool:
+        return not self._steps or step in self._steps
+
+    def selects_rank(self, rank: int | None) -> bool:
+        """``None`` (no process group) counts as rank 0."""
+        return not self._ranks or (0 if rank is None else rank) in self._ranks
+
+    def last_step(self) -> int | None:
+        return max(self._steps) if self._steps else None
+
+    # ------------------------------------------------------------------ scope and list
+    def begin(self, name: str) -> bool:
+        """An entry starts; True when scope and list select it (or its forward was selected)."""
+        if self._scope is None and self._list is None:
+            return True
+        entry = parse_name(name)
+        in_scope = self._scope.begin(name, entry) if self._scope else True
+        in_list = self._list.begin(name, entry) if self._list else True
+        if entry.direction == FORWARD:
+            if in_scope and in_list:
+                self._selected_forwards.add(name)
+                return True
+            return False
+        return (in_scope and in_list) or entry.twin(FORWARD) in self._selected_forwards
+
+    def end(self, name: str) -> None:
+        """A module's forward finished: closes the scope range or list span it ends."""
+        if self._scope:
+            self._scope.end(name)
+        if self._list:
+            self._list.end(name)
+
+    def reset(self) -> None:
+        """A new step: forward selections and open ranges and spans are forgotten."""
+        self._selected_forwards.clear()
+        if self._scope:
+            self._scope.reset()
+        if self._list:
+            self._list.reset()
+
+    # ------------------------------------------------------------------ data_mode
+    def wants(self, name: str, part: str | None = None) -> bool:
+        """Whether data_mode keeps ``part`` ("input"/"output") of entry ``name``; ``None``: any part of it."""
+        if part is not None and part not in PARTS:
+            raise ValueError(f"part {part!r} is not one of {', '.join(PARTS)} (or None for the whole entry)")
+        if self._keeps_all:
+            return True
+        if parse_name(name).direction not in self._directions:
+            return False
+        return part is None or part in self._parts
+
+
+class _ScopeRange:
+    """Inclusive range from the first name's start to the last name's end (a module forward ends at
+    :meth:`end`, any other entry right after it starts)."""
+
+    def __init__(self, scope: Sequence[str]) -> None:
+        if isinstance(scope, str) or len(scope) != 2:
+            raise ValueError(f"scope {scope!r}: give [] or exactly two full entry names (first and last)")
+        for index, name in enumerate(scope):
+            try:
+                parse_name(name)
+            except ValueError as error:
+                raise ValueError(f"scope[{index}]: {error}") from None
+        self._first, self._last = scope
+        last = parse_name(self._last)
+        self._last_ends_at_end = last.is_module and last.direction == FORWARD
+        self.reset()
+
+    def reset(self) -> None:
+        self._opened = self._closed = False
+
+    def begin(self, name: str, entry: EntryName) -> bool:
+        if self._closed:
+            return False
+        if not self._opened and name == self._first:
+            self._opened = True
+        if self._opened and name == self._last and not self._last_ends_at_end:
+            self._closed = True
+            return True
+        return self._opened
+
+    def end(self, name: str) -> None:
+        if self._opened and name == self._last:
+            self._closed = True
+
+
+class _NameList:
+    """``list``: full names matched exactly, other items as kinds; a selected module forward opens a
+    span that selects everything until its :meth:`end`."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        if isinstance(names, str):
+            raise ValueError(f"list {names!r}: give a list of names, not one string")
+        self._full: set[str] = set()
+        self._kinds: set[str] = set()
+        for index, name in enumerate(names):
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"list[{index}] {name!r}: give a full entry name or an API/module kind")
+            try:
+                parse_name(name)
+                self._full.add(name)
+            except ValueError:
+                self._kinds.add(name)
+        self._open_spans: set[str] = set()
+
+    def reset(self) -> None:
+        self._open_spans.clear()
+
+    def begin(self, name: str, entry: EntryName) -> bool:
+        matched = name in self._full or self._matches_kind(entry)
+        if matched and entry.is_module and entry.direction == FORWARD:
+            self._open_spans.add(name)
+        return matched or bool(self._open_spans)
+
+    def end(self, name: str) -> None:
+        self._open_spans.discard(name)
+
+    def _matches_kind(self, entry: EntryName) -> bool:
+        if entry.is_module:
+            return entry.cls in self._kinds
+        return entry.api in self._kinds or f"{entry.prefix}.{entry.api}" in self._kinds
+
+
+def _non_negative_ints(field: str, values: Sequence[int]) -> list[int]:
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 0]
+    if bad or isinstance(values, (str, bytes)):
+        raise ValueError(f"{field} {list(values)!r}: give non-negative integers (ranges already expanded)")
+    return list(values)
+
+
+def _data_mode(modes: Sequence[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """The directions and parts data_mode keeps: only parts given → both directions; only
+    directions → all parts; ``["all"]`` → everything."""
+    if isinstance(modes, str) or not modes or any(m not in DATA_MODES for m in modes):
+        raise ValueError(
+            f"data_mode {modes!r}: give a non-empty list of {', '.join(repr(m) for m in DATA_MODES)}"
+        )
+    if "all" in modes:
+        if len(set(modes)) != 1:
+            raise ValueError(f"data_mode {list(modes)!r}: 'all' must be alone")
+        return frozenset(DIRECTIONS), frozenset(PARTS)
+    directions = frozenset(m for m in modes if m in DIRECTIONS) or frozenset((FORWARD, BACKWARD))
+    parts = frozenset(m for m in modes if m in PARTS) or frozenset(PARTS)
+    return directions, parts
+

@@ -1,0 +1,179 @@
+"""dump.json, stack.json and construct.json of one step and rank (SPEC 4.3, 4.5, 4.6).
+
+The files are byte for byte what ``json.dumps(obj, indent=1)`` gives (as msprobe 1.1.1 writes them,
+non-finite numbers as bare ``NaN``/``Infinity`` tokens), but they are never held whole in memory:
+each entry is rendered when it is added, rendered entries are streamed in chunks to a hidden
+temporary file next to the target, and :meth:`StepWriter.close` completes the JSON and renames the
+temporary file into place. A reader (or a crash) therefore finds each file absent or complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from msprobe.core.fileio import FILE_MODE, atomic_write_text, make_dir
+from msprobe.core.layout import claim_step_dir, step_dir
+from msprobe.core.log import logger
+
+DUMP_FILE, STACK_FILE, CONSTRUCT_FILE = "dump.json", "stack.json", "construct.json"
+TENSOR_DIR = "dump_tensor_data"
+CHUNK_ENTRIES = 1000
+CHUNK_BYTES = 8 * 1024 * 1024
+
+__all__ = ["StepWriter", "json_text", "read_json", "step_dir", "write_json_atomic"]
+
+
+def json_text(obj: Any) -> str:
+    """The one JSON formatting of every msprobe file (1.1.1's: indent 1, NaN/Infinity tokens)."""
+    return json.dumps(obj, indent=1)
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """Write a small JSON file whole, through a temporary file and a rename."""
+    atomic_write_text(path, json_text(obj))
+
+
+class _JsonObjectStream:
+    """One JSON object written member by member, formatted as ``json.dumps(indent=1)`` formats it
+    when the object sits ``depth`` levels deep inside ``head ... tail``."""
+
+    def __init__(self, target: Path, head: str, depth: int, tail: str) -> None:
+        self.target = target
+        self.temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        self._head, self._tail = head, tail
+        self._indent = " " * depth
+        self._pending: list[str] = []
+        self._pending_bytes = 0
+        self._fd: int | None = None
+        self._members = 0
+
+    def add(self, key: str, value: Any) -> None:
+        body = json_text(value).replace("\n", "\n" + self._indent)
+        member = f"{',' if self._members else '{'}\n{self._indent}{json.dumps(key)}: {body}"
+        self._members += 1
+        self._pending.append(member)
+        self._pending_bytes += len(member)
+        if len(self._pending) >= CHUNK_ENTRIES or self._pending_bytes >= CHUNK_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Move the pending members to the temporary file (the target stays untouched)."""
+        if self._fd is None:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+            self._fd = os.open(self.temp, flags, FILE_MODE)
+            self._write(self._head)
+        self._write("".join(self._pending))
+        self._pending.clear()
+        self._pending_bytes = 0
+
+    def close(self) -> None:
+        """Complete the object, sync, and rename the temporary file onto the target."""
+        self.flush()
+        closing = f"\n{self._indent[:-1]}}}" if self._members else "{}"
+        self._write(closing + self._tail)
+        fd, self._fd = self._fd, None
+        os.fsync(fd)
+        os.close(fd)
+        os.replace(self.temp, self.target)
+
+    def _write(self, text: str) -> None:
+        data = text.encode("utf-8")
+        while data:
+            written = os.write(self._fd, data)
+            data = data[written:]
+
+
+class StepWriter:
+    """Collects one step's entries for one rank and writes its three JSON files at :meth:`close`.
+
+    Entries must be JSON-ready (see :func:`msprobe.core.encode.to_json_ready`) and come in execution
+    order. A second writer for the same step and rank in the same run (``start``/``stop`` twice in a
+    step) continues the files the first one wrote.
+    """
+
+    def __init__(
+        self,
+        dump_path: str | os.PathLike,
+        step: int,
+        rank: int | None,
+        *,
+        task: str,
+        level: str,
+        framework: str,
+        with_tensors: bool,
+    ) -> None:
+        self.directory = claim_step_dir(dump_path, step, rank)
+        self.framework = framework
+        self._tensor_dir = self.directory / TENSOR_DIR
+        data_dir = str(self._tensor_dir) if with_tensors else None
+        empty_dump = json_text({"task": task, "level": level, "dump_data_dir": data_dir, "data": {}})
+        head, tail = empty_dump[: -len("{}\n}")], "\n}"  # "data" is last: its members stream in between
+        self._dump = _JsonObjectStream(self.directory / DUMP_FILE, head, 2, tail)
+        self._stack = _JsonObjectStream(self.directory / STACK_FILE, "", 1, "")
+        self._construct = _JsonObjectStream(self.directory / CONSTRUCT_FILE, "", 1, "")
+        self._names: set[str] = set()
+        self._closed = False
+        self._continue_earlier_files()
+
+    @property
+    def tensor_dir(self) -> Path:
+        """``.../dump_tensor_data``, created on first use."""
+        return make_dir(self._tensor_dir)
+
+    def add(self, name: str, entry: dict) -> None:
+        self._check_open()
+        if name in self._names:
+            logger.warning(f"entry {name} was already written in this step; keeping the first one")
+            return
+        self._names.add(name)
+        self._dump.add(name, entry)
+
+    def add_stack(self, name: str, frames: list[str]) -> None:
+        self._check_open()
+        self._stack.add(name, list(frames))
+
+    def add_construct(self, name: str, parent: str | None) -> None:
+        self._check_open()
+        self._construct.add(name, parent)
+
+    def flush(self) -> None:
+        """Stream every pending entry to the temporary files now."""
+        self._check_open()
+        for stream in self._streams():
+            stream.flush()
+
+    def close(self) -> None:
+        """Finish the three files; each appears complete in one rename. Closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        for stream in self._streams():
+            stream.close()
+        logger.debug(f"wrote {len(self._names)} entries to {self._dump.target}")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"the writer of {self.directory} is closed; start a new one for more entries")
+
+    def _continue_earlier_files(self) -> None:
+        """Take over what an earlier writer of this run left here (the directory is ours: a foreign
+        one was moved aside when it was claimed)."""
+        targets = (stream.target for stream in self._streams())
+        earlier = {path.name: read_json(path) for path in targets if path.exists()}
+        for name, entry in earlier.get(DUMP_FILE, {}).get("data", {}).items():
+            self.add(name, entry)
+        for name, frames in earlier.get(STACK_FILE, {}).items():
+            self.add_stack(name, frames)
+        for name, parent in earlier.get(CONSTRUCT_FILE, {}).items():
+            self.add_construct(name, parent)
+
+    def _streams(self) -> tuple[_JsonObjectStream, ...]:
+        return (self._dump, self._stack, self._construct)

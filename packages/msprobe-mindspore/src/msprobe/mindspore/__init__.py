@@ -1,0 +1,6 @@
+"""msprobe for MindSpore: ``from msprobe.mindspore import PrecisionDebugger``."""
+
+from msprobe.core.grad_probe import GradComparator
+from msprobe.mindspore.debugger import PrecisionDebugger
+
+__all__ = ["GradComparator", "PrecisionDebugger"]

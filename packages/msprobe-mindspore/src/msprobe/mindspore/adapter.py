@@ -1,0 +1,113 @@
+"""MindSpore tensors for the framework-free collector (``msprobe.core.events.TensorAdapter``).
+
+Statistics are launched as MindSpore ops on the tensor's device and stay there as one small float64
+tensor per input tensor (max, min, mean, norm, finite max, finite min); :meth:`fetch` stacks all
+pending handles and copies them to the host in one transfer. Exactness (SPEC 4.4): integer and
+float64 tensors are reduced in float64, float16/bfloat16 in float32, complex tensors over their
+absolute value; bool tensors give any/all and no mean/norm; empty tensors give nothing.
+
+bfloat16 tensors are saved as float32 ``.npy`` files (numpy itself has no bfloat16, so a bfloat16 file
+would need ml_dtypes to load; the conversion is exact) and checksummed over their own 2-byte
+representation. Max/Min are NaN when any element is NaN (MindSpore's CPU max/min skip NaN; numpy and
+torch do not).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import mindspore
+from mindspore import ops
+from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
+
+_FLOAT64_REDUCED = (mindspore.float64, mindspore.int8, mindspore.int16, mindspore.int32, mindspore.int64,
+                    mindspore.uint8, mindspore.uint16, mindspore.uint32, mindspore.uint64)
+_FLOAT32_REDUCED = (mindspore.float16, mindspore.bfloat16, mindspore.float32)
+
+
+@dataclass
+class StatsHandle:
+    """Statistics still on the device: ``values`` is a float64 tensor of six, or ``None`` when empty."""
+
+    kind: str  # "number" | "bool" | "empty"
+    values: Any
+
+
+def _reduction_input(tensor: mindspore.Tensor) -> mindspore.Tensor:
+    if tensor.is_complex():
+        tensor = ops.abs(tensor)
+    if tensor.dtype in _FLOAT32_REDUCED:
+        return tensor.astype(mindspore.float32)
+    return tensor.astype(mindspore.float64)
+
+
+class MindSporeTensorAdapter:
+    type_name = "mindspore.Tensor"
+    tensor_suffix = ".npy"
+
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, mindspore.Tensor)
+
+    def describe(self, tensor: mindspore.Tensor) -> TensorRecord:
+        return TensorRecord(self.type_name, str(tensor.dtype), tuple(tensor.shape))
+
+    def stats(self, tensor: mindspore.Tensor) -> StatsHandle:
+        if tensor.size == 0:
+            return StatsHandle("empty", None)
+        if tensor.dtype == mindspore.bool_:
+            flat = tensor.reshape(-1)
+            values = ops.stack([flat.any(), flat.all()]).astype(mindspore.float64)
+            return StatsHandle("bool", ops.concat([values, ops.zeros(4, mindspore.float64)]))
+        x = _reduction_input(tensor).reshape(-1)
+        finite = ops.isfinite(x)
+        neg_inf = ops.full((), -math.inf, dtype=x.dtype)
+        pos_inf = ops.full((), math.inf, dtype=x.dtype)
+        # MindSpore's CPU max/min skip NaN; like numpy and torch, a NaN anywhere makes both NaN
+        has_nan = ops.isnan(x).any()
+        nan = ops.full((), math.nan, dtype=x.dtype)
+        values = ops.stack([
+            ops.where(has_nan, nan, x.max()), ops.where(has_nan, nan, x.min()),
+            x.mean(), ops.sqrt(ops.reduce_sum(x * x)),
+            ops.where(finite, x, neg_inf).max(), ops.where(finite, x, pos_inf).min(),
+        ])
+        return StatsHandle("number", values.astype(mindspore.float64))
+
+    def fetch(self, handles: list[StatsHandle]) -> list[TensorStats]:
+        pending = [h.values for h in handles if h.kind != "empty"]
+        rows = iter(ops.stack(pending).asnumpy().tolist() if pending else [])
+        return [_to_stats(h.kind, next(rows) if h.kind != "empty" else None) for h in handles]
+
+    def checksum(self, tensor: mindspore.Tensor) -> str:
+        return f"{zlib.crc32(np.ascontiguousarray(tensor.asnumpy()).tobytes()) & 0xFFFFFFFF:08x}"
+
+    def snapshot(self, tensor: mindspore.Tensor) -> mindspore.Tensor:
+        return tensor.copy()
+
+    def save(self, tensor: mindspore.Tensor, path: Path) -> None:
+        if tensor.dtype == mindspore.bfloat16:
+            tensor = tensor.astype(mindspore.float32)
+        np.save(path, np.ascontiguousarray(tensor.asnumpy()), allow_pickle=False)
+
+    def encode_other(self, value: Any) -> Any:
+        if isinstance(value, mindspore.dtype.Type):
+            return {"type": "mindspore.dtype", "value": str(value)}
+        return NOT_HANDLED
+
+
+def _to_stats(kind: str, row: list[float] | None) -> TensorStats:
+    if row is None:
+        return TensorStats(None, None, None, None)
+    if kind == "bool":
+        return TensorStats(bool(row[0]), bool(row[1]), None, None)
+    big, small, mean, norm, finite_big, finite_small = row
+    return TensorStats(
+        big, small, mean, norm,
+        max_except_inf_nan=None if math.isfinite(big) or not math.isfinite(finite_big) else finite_big,
+        min_except_inf_nan=None if math.isfinite(small) or not math.isfinite(finite_small) else finite_small,
+    )

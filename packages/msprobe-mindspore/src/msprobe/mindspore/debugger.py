@@ -1,0 +1,53 @@
+"""``PrecisionDebugger`` for MindSpore PyNative (SPEC 4): the shared debugger with MindSpore's
+interceptor, tensor adapter, rank lookup and gradient monitor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msprobe.core.config import DebuggerConfig
+from msprobe.core.debugger import DUMP_TASKS, BaseDebugger
+from msprobe.core.session import Session, dump_collector
+from msprobe.mindspore.adapter import MindSporeTensorAdapter
+from msprobe.mindspore.grad_probe import GradMonitor
+from msprobe.mindspore.hooks import Interceptor
+
+
+def current_rank() -> int | None:
+    """The rank of this process when MindSpore's communication is initialised, else None."""
+    try:
+        from mindspore.communication import get_rank
+
+        return int(get_rank())
+    except (RuntimeError, ValueError):
+        return None
+
+
+class PrecisionDebugger(BaseDebugger):
+    """``PrecisionDebugger(config_path=None, task=None, dump_path=None, level=None, model=None, step=None)``;
+    ``start(model)`` takes an ``nn.Cell``."""
+
+    framework = "mindspore"
+
+    def _setup(self, config: DebuggerConfig) -> None:
+        if config.task in DUMP_TASKS and config.level != "L2":
+            self._session = Session(
+                config,
+                dump_collector(config, MindSporeTensorAdapter()),
+                lambda sink: Interceptor(sink, level=config.level),
+                current_rank,
+            )
+        elif config.task == "grad_probe":
+            section = config.section
+            self._grad_monitor = GradMonitor(
+                config.dump_path, section.grad_level, section.param_list, section.bounds, config.step, config.rank
+            )
+        else:
+            raise self._unsupported(
+                f"task {config.task!r} at level {config.level!r}",
+                "statistics and tensor at L0, L1 and mix (PyNative), grad_probe",
+            )
+
+    def monitor(self, optimizer: Any) -> None:
+        """task grad_probe: record each selected parameter's gradient at every optimizer step."""
+        self._require_grad_monitor().monitor(optimizer)

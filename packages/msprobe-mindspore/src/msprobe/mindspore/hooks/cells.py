@@ -1,0 +1,75 @@
+"""Cell forward and backward hooks for L0 and mix (``Cell.{path}.{Class}.{direction}.{count}``).
+
+The hooks exist only while recording (registered by :meth:`CellHooks.install`, removed by
+:meth:`CellHooks.restore`), so an idle model runs without them. A cell may run several times in a step;
+its backward hooks fire in the reverse order of its forwards, so each cell keeps a stack of the forward
+calls still waiting for their backward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mindspore import nn
+from msprobe.core.events import Call
+
+CellStart = Callable[[str, str, tuple], "Call | None"]
+CellEnd = Callable[[Call, Any], None]
+CellBackward = Callable[[Call, tuple, tuple], None]
+
+
+class CellHooks:
+    """Hooks on every sub-cell of ``model`` (the root is not named, SPEC 4.1)."""
+
+    def __init__(self, model: nn.Cell, start: CellStart, end: CellEnd, backward: CellBackward,
+                 wants_backward: Callable[[], bool]) -> None:
+        self._cells = [(path, cell) for path, cell in model.cells_and_names() if path]
+        self._start, self._end, self._backward = start, end, backward
+        self._wants_backward = wants_backward
+        self._handles: list = []
+        self._running: dict[int, list[Call | None]] = {}
+        self._awaiting_backward: dict[int, list[Call]] = {}
+
+    def install(self) -> None:
+        for path, cell in self._cells:
+            self._handles.append(cell.register_forward_pre_hook(self._pre_hook(path)))
+            self._handles.append(cell.register_forward_hook(self._post_hook))
+            self._handles.append(cell.register_backward_hook(self._backward_hook))
+
+    def restore(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self.forget_pending()
+
+    def forget_pending(self) -> None:
+        """Drop forwards whose backward never came (a step without backward, an exception)."""
+        self._running.clear()
+        self._awaiting_backward.clear()
+
+    def _pre_hook(self, path: str) -> Callable:
+        def pre(cell: nn.Cell, args: tuple) -> None:
+            call = self._start(path, type(cell).__name__, args)
+            self._running.setdefault(id(cell), []).append(call)
+
+        return pre
+
+    def _post_hook(self, cell: nn.Cell, args: tuple, output: Any) -> None:
+        running = self._running.get(id(cell))
+        call = running.pop() if running else None
+        if call is None:
+            return
+        self._end(call, output)
+        if call.extra.pop("wants_backward", False) and self._wants_backward():
+            self._awaiting_backward.setdefault(id(cell), []).append(call)
+
+    def _backward_hook(self, cell: nn.Cell, grad_input: tuple, grad_output: tuple) -> None:
+        # MindSpore passes the gradients of the cell's inputs first and those of its outputs second
+        # (torch's convention); the sink wants them the other way round (events.CallSink.backward).
+        waiting = self._awaiting_backward.get(id(cell))
+        if not waiting:
+            return
+        call = waiting.pop()
+        produced = tuple(grad_input) if grad_input else tuple(None for _ in call.args)
+        self._backward(call, tuple(grad_output), produced)

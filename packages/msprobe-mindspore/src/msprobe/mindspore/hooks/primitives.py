@@ -1,0 +1,52 @@
+"""Primitive calls inside the attached model (``Primitive.{attr}.{Class}.{count}.{direction}``).
+
+A primitive is called through the attribute of the cell that owns it (``self.matmul(x, w)`` in
+``nn.Dense``), and ``Primitive.__call__`` cannot be replaced per instance (Python looks special
+methods up on the class; many generated primitive classes define their own). So while recording we
+shadow each such attribute in the cell's instance dictionary with a small callable that records and
+delegates; ``Cell._primitives`` keeps the real object for MindSpore's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mindspore import nn
+from mindspore.ops import Primitive
+from msprobe.mindspore.hooks.api_patch import RunApi
+
+
+class _PrimitiveCall:
+    """Stands in for one primitive attribute; attribute reads go to the primitive itself."""
+
+    def __init__(self, primitive: Primitive, api: str, run_api: RunApi) -> None:
+        self._primitive = primitive
+        self._api = api
+        self._run_api = run_api
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run_api("Primitive", self._api, self._primitive, args, kwargs, False)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._primitive, name)
+
+
+class PrimitiveTaps:
+    """Every primitive attribute of every cell of ``model``, the root included."""
+
+    def __init__(self, model: nn.Cell, run_api: RunApi) -> None:
+        self._slots = []
+        for _, cell in model.cells_and_names():
+            for attr, value in list(vars(cell).items()):
+                # private attributes are MindSpore's own (the primitive behind cell backward hooks)
+                if isinstance(value, Primitive) and not attr.startswith("_"):
+                    api = f"{attr}.{type(value).__name__}"
+                    self._slots.append((cell, attr, value, _PrimitiveCall(value, api, run_api)))
+
+    def install(self) -> None:
+        for cell, attr, _, stand_in in self._slots:
+            object.__setattr__(cell, attr, stand_in)
+
+    def restore(self) -> None:
+        for cell, attr, primitive, _ in self._slots:
+            object.__setattr__(cell, attr, primitive)

@@ -1,0 +1,70 @@
+"""``PrecisionDebugger`` for PyTorch (SPEC 4): the shared debugger with torch's interceptor, tensor
+adapter, rank lookup, dropout rule and gradient monitor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from msprobe.core.config import DebuggerConfig, warn_unknown_ranks
+from msprobe.core.debugger import DUMP_TASKS, BaseDebugger
+from msprobe.core.log import logger
+from msprobe.core.session import Session, dump_collector
+from msprobe.pytorch.adapter import TorchTensorAdapter
+from msprobe.pytorch.dropout import DropoutOff
+from msprobe.pytorch.grad_probe import GradMonitor
+from msprobe.pytorch.hooks import Interceptor
+
+
+def current_rank() -> int | None:
+    """The rank of this process when a process group is initialised, else None."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return None
+
+
+class PrecisionDebugger(BaseDebugger):
+    """``PrecisionDebugger(config_path=None, task=None, dump_path=None, level=None, model=None, step=None)``.
+
+    Every problem of the configuration is reported here, at construction, in one ``ConfigError``.
+    """
+
+    framework = "pytorch"
+
+    def _setup(self, config: DebuggerConfig) -> None:
+        self._dropout = DropoutOff()
+        self._ranks_checked = False
+        if config.level == "L2":
+            logger.error(
+                "level L2 (kernel dump) needs an Ascend NPU with torch_npu; this debugger collects nothing here"
+            )
+        elif config.task in DUMP_TASKS:
+            self._session = Session(
+                config,
+                dump_collector(config, TorchTensorAdapter()),
+                lambda sink: Interceptor(sink, level=config.level),
+                current_rank,
+                on_finish=self._dropout.restore,
+            )
+        elif config.task == "grad_probe":
+            section = config.section
+            self._grad_monitor = GradMonitor(
+                config.dump_path, section.grad_level, section.param_list, section.bounds, config.step, config.rank
+            )
+        else:
+            raise self._unsupported(f"task {config.task!r}", "statistics, tensor, grad_probe")
+
+    def start(self, model: Any = None) -> None:
+        model = model if model is not None else self.model
+        if self._session is not None and model is not None:
+            self._dropout.apply(model)
+        if not self._ranks_checked and current_rank() is not None:
+            warn_unknown_ranks(self.config, torch.distributed.get_world_size())
+            self._ranks_checked = True
+        super().start(model)
+
+    def monitor(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> None:
+        """task grad_probe: record each selected parameter's gradient after every optimizer step."""
+        self._require_grad_monitor().monitor(model, optimizer)

@@ -1,0 +1,5 @@
+"""PyTorch interception: one mechanism, used by every task (see ``interceptor.py``)."""
+
+from msprobe.pytorch.hooks.interceptor import LEVELS, Interceptor
+
+__all__ = ["LEVELS", "Interceptor"]

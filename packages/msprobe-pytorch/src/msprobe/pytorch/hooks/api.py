@@ -1,0 +1,101 @@
+"""API interception through ``TorchFunctionMode``.
+
+A function mode is PyTorch's own hook for every overridable call (``torch.*``, ``Tensor`` methods,
+``torch.nn.functional``, ``torch._VF``): nothing is patched, so ``F.gelu is F.gelu`` holds, and when
+the mode is not on the stack the cost is zero. While the mode handles a call PyTorch takes it off the
+stack, so calls made inside that call (``cross_entropy`` → ``log_softmax``, ``backward`` → ``ones_like``)
+and calls our sink makes are never seen: only outermost calls are recorded.
+
+One thing the mode cannot see is which *spelling* of an operator was used: ``x + y`` arrives as
+``TensorBase.add``. While collecting we therefore put thin wrappers on the operator dunders of
+``torch.Tensor`` that only leave a name hint (``__add__``), and restore the originals on disable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from msprobe.core.naming import FORWARD, api_name
+from msprobe.pytorch.hooks.api_names import OPERATOR_DUNDERS, build_api_table, is_mutating
+from msprobe.pytorch.hooks.recorder import Recorder
+
+
+class ApiMode(TorchFunctionMode):
+    """Records each outermost call of a known API through the recorder."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        super().__init__()
+        self._recorder = recorder
+        self._table = build_api_table()
+        self.hint: str | None = None  # operator dunder being called, set by the dunder wrappers
+
+    def __torch_function__(
+        self, func: Any, types: tuple, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        hint, self.hint = self.hint, None
+        entry = None if self._recorder.paused else self._table.get(func)
+        if entry is None:
+            return func(*args, **kwargs)
+        prefix, api = entry
+        if hint is not None and prefix == "Tensor":
+            api = hint
+        return self._record(func, prefix, api, args, kwargs)
+
+    def _record(self, func: Any, prefix: str, api: str, args: tuple, kwargs: dict) -> Any:
+        recorder = self._recorder
+        count = recorder.counter.next(f"{prefix}.{api}")
+        name = api_name(prefix, api, count, FORWARD)
+        pending = recorder.begin(name, args, kwargs, is_module=False, mutates=is_mutating(api, kwargs))
+        call_args, call_kwargs = pending.arguments()
+        output = func(*call_args, **call_kwargs)
+        output, is_view_of_alias = recorder.restore_inputs(pending, output)
+        if is_view_of_alias:
+            # A view of an alias would cut in-place changes off from the user's tensor; view ops are
+            # pure, so run it again on the originals and keep only the output gradients.
+            output = func(*args, **kwargs)
+            recorder.rerun_capture(pending, output)
+        recorder.end(pending, output)
+        return output
+
+
+class OperatorNames:
+    """Installs (and removes) the name-hint wrappers on ``torch.Tensor``'s operator dunders."""
+
+    def __init__(self, mode: ApiMode) -> None:
+        self._mode = mode
+        self._originals: dict[str, Any] = {}
+
+    def install(self) -> None:
+        for name in OPERATOR_DUNDERS:
+            original = torch.Tensor.__dict__.get(name)
+            if original is None:
+                original = getattr(torch.Tensor, name, None)
+            if original is None or name in self._originals:
+                continue
+            self._originals[name] = torch.Tensor.__dict__.get(name)
+            setattr(torch.Tensor, name, self._wrapper(name, getattr(torch.Tensor, name)))
+
+    def remove(self) -> None:
+        for name, original in self._originals.items():
+            if original is None:
+                delattr(torch.Tensor, name)  # it was inherited from TensorBase
+            else:
+                setattr(torch.Tensor, name, original)
+        self._originals.clear()
+
+    def _wrapper(self, name: str, original: Any) -> Any:
+        mode = self._mode
+
+        def operator(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            mode.hint = name
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                mode.hint = None
+
+        operator.__name__ = operator.__qualname__ = name
+        return operator

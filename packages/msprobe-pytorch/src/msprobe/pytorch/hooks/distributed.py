@@ -1,0 +1,67 @@
+"""``torch.distributed`` collectives: the one place function modes cannot see, so they are wrapped.
+
+Collectives write into their tensor arguments, so the sink gets the inputs before the call (it
+snapshots what it needs) and, as the output, the tensor arguments after the call. An asynchronous call
+(``async_op=True``) returns a work handle we do not wait on: waiting would change the overlap of
+communication and compute the user asked for, so its output is the handle itself.
+
+Wrappers are installed on ``torch.distributed`` while collecting and the originals put back after.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from msprobe.core.naming import FORWARD, api_name
+from msprobe.pytorch.hooks.recorder import Recorder
+
+COLLECTIVES = (
+    "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "gather", "scatter",
+    "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "barrier",
+    "send", "recv", "isend", "irecv", "broadcast_object_list", "all_gather_object",
+)  # fmt: skip
+
+
+class CollectiveWrappers:
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+        self._originals: dict[str, Any] = {}
+
+    def install(self) -> None:
+        dist = torch.distributed
+        if self._originals or not dist.is_available():
+            return
+        for name in COLLECTIVES:
+            original = getattr(dist, name, None)
+            if original is not None:
+                self._originals[name] = original
+                setattr(dist, name, self._wrapper(name, original))
+
+    def remove(self) -> None:
+        for name, original in self._originals.items():
+            setattr(torch.distributed, name, original)
+        self._originals.clear()
+
+    def _wrapper(self, api: str, original: Any) -> Any:
+        recorder = self._recorder
+
+        @functools.wraps(original)
+        def collective(*args: Any, **kwargs: Any) -> Any:
+            if not recorder.active or recorder.paused:
+                return original(*args, **kwargs)
+            name = api_name("Distributed", api, recorder.counter.next(f"Distributed.{api}"), FORWARD)
+            pending = recorder.begin(name, args, kwargs, is_module=False, mutates=True, differentiable=False)
+            pending.call.extra["async_op"] = bool(kwargs.get("async_op", False))
+            with recorder.pause():  # torch code inside the collective is not the user's
+                result = original(*args, **kwargs)
+            if pending.call.extra["async_op"]:
+                recorder.end(pending, result)
+            else:
+                tensors = [a for a in args if isinstance(a, (torch.Tensor, list))]
+                recorder.end(pending, result if result is not None else tensors)
+            return result
+
+        return collective

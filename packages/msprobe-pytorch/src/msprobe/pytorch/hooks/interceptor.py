@@ -1,0 +1,85 @@
+"""The one object a task uses to see a PyTorch run: APIs, modules, collectives, and their backward.
+
+Level ``L1`` records APIs (``torch.*``, ``Tensor`` methods, ``torch.nn.functional``, ``torch._VF``,
+``torch.distributed`` collectives, ``torch_npu`` on Ascend), ``L0`` records modules, ``mix`` both.
+Nothing is intercepted until :meth:`Interceptor.enable`; :meth:`Interceptor.disable` takes every hook
+off again (the function mode leaves the stack, wrappers are restored, module hooks are removed), so a
+run that is attached but not collecting pays nothing.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from msprobe.core.events import CallSink
+from msprobe.pytorch.hooks.api import ApiMode, OperatorNames
+from msprobe.pytorch.hooks.distributed import CollectiveWrappers
+from msprobe.pytorch.hooks.module import ModuleHooks
+from msprobe.pytorch.hooks.recorder import Recorder
+
+LEVELS = ("L0", "L1", "mix")
+
+
+class Interceptor:
+    def __init__(self, sink: CallSink, *, level: str) -> None:
+        if level not in LEVELS:
+            raise ValueError(f"level {level!r} is not one of {', '.join(LEVELS)}")
+        self.level = level
+        self._recorder = Recorder(sink)
+        self._api_mode: ApiMode | None = None
+        self._operators: OperatorNames | None = None
+        self._collectives: CollectiveWrappers | None = None
+        if level in ("L1", "mix"):
+            self._api_mode = ApiMode(self._recorder)
+            self._operators = OperatorNames(self._api_mode)
+            self._collectives = CollectiveWrappers(self._recorder)
+        self._modules: ModuleHooks | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._recorder.active
+
+    def attach(self, model: torch.nn.Module | None) -> None:
+        """Watch ``model``'s submodules (L0/mix). ``None`` or an L1 interceptor: nothing to watch."""
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module or None, got {type(model).__name__}")
+        if self._modules is not None:
+            self._modules.remove()
+            self._modules = None
+        if model is not None and self.level in ("L0", "mix"):
+            self._modules = ModuleHooks(self._recorder, model)
+            if self.enabled:
+                self._modules.install()
+
+    def enable(self) -> None:
+        """Start collecting. Idempotent."""
+        if self.enabled:
+            return
+        if self._api_mode is not None:
+            self._api_mode.__enter__()
+            self._operators.install()
+            self._collectives.install()
+        if self._modules is not None:
+            self._modules.install()
+        self._recorder.active = True
+
+    def disable(self) -> None:
+        """Stop collecting and take every hook off. Backward passes still pending are not reported."""
+        if not self.enabled:
+            return
+        self._recorder.active = False
+        if self._modules is not None:
+            self._modules.remove()
+        if self._api_mode is not None:
+            self._collectives.remove()
+            self._operators.remove()
+            self._api_mode.__exit__(None, None, None)
+
+    def reset_counts(self) -> None:
+        """A new step: every API and module counts from 0 again."""
+        self._recorder.counter.reset()
+
+    def detach(self) -> None:
+        """Remove every hook and restore everything wrapped; the interceptor can be attached again."""
+        self.disable()
+        self.attach(None)

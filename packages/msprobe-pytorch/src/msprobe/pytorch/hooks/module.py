@@ -1,0 +1,76 @@
+"""Module-level interception (L0 and mix): forward pre/post hooks on every named submodule.
+
+Backward entries use the same capture as APIs (``backward.py``) instead of
+``register_full_backward_hook``: PyTorch's full backward hooks make module outputs views created in a
+custom Function, so a later in-place op on them (``self.fc(x).relu_()``) raises.
+
+Hooks are registered on ``install`` and removed on ``remove``, so a model that is attached but not
+collecting runs ``Module.__call__``'s hook-free fast path. Calls of one module nest (recursion, a
+shared module called inside itself), so each module keeps a stack of pending calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from msprobe.core.naming import FORWARD, module_name
+from msprobe.pytorch.hooks.recorder import Pending, Recorder
+
+
+class ModuleHooks:
+    def __init__(self, recorder: Recorder, model: torch.nn.Module) -> None:
+        self._recorder = recorder
+        self._model = model
+        self._handles: list[Any] = []
+        self._pending: dict[int, list[Pending]] = {}
+
+    def install(self) -> None:
+        if self._handles:
+            return
+        for path, module in self._model.named_modules():
+            if not path:  # the root model is not named (SPEC 4.1)
+                continue
+            key = f"Module.{path}.{type(module).__name__}"
+            self._handles.append(
+                module.register_forward_pre_hook(self._pre_hook(path, key), with_kwargs=True)
+            )
+            self._handles.append(
+                module.register_forward_hook(self._post_hook(), with_kwargs=True, always_call=False)
+            )
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self._pending.clear()
+
+    def _pre_hook(self, path: str, key: str) -> Any:
+        recorder = self._recorder
+
+        def pre_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
+            if not recorder.active or recorder.paused:
+                return None
+            count = recorder.counter.next(key)
+            name = module_name("Module", path, type(module).__name__, FORWARD, count)
+            pending = recorder.begin(name, args, kwargs, is_module=True, mutates=False)
+            self._pending.setdefault(id(module), []).append(pending)
+            return pending.call_args  # None keeps the arguments as they are
+
+        return pre_hook
+
+    def _post_hook(self) -> Any:
+        recorder = self._recorder
+
+        def post_hook(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
+            stack = self._pending.get(id(module))
+            if not stack or recorder.paused:
+                return None
+            pending = stack.pop()
+            # A module cannot be re-run, so an output that is a view of an input alias stays as it is.
+            restored, _ = recorder.restore_inputs(pending, output)
+            recorder.end(pending, restored)
+            return None if restored is output else restored
+
+        return post_hook

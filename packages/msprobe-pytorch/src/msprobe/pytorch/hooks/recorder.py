@@ -1,0 +1,139 @@
+"""The part every interception point shares: name and count a call, hand it to the sink, arm its
+backward capture.
+
+API calls (``api.py``), module forwards (``module.py``) and collectives (``distributed.py``) differ
+only in how they learn about a call; what happens to it is decided here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from msprobe.core.events import Call, CallSink
+from msprobe.core.naming import CallCounter, backward_name
+from msprobe.pytorch.hooks.backward import BackwardCapture
+
+
+@dataclass
+class Pending:
+    """A call between its start and its end: what ran, and the aliases given to it."""
+
+    call: Call
+    capture: BackwardCapture | None = None
+    originals: dict[int, torch.Tensor] = field(default_factory=dict)
+    call_args: tuple[tuple, dict] | None = None  # (args, kwargs) with aliases, when inputs were wrapped
+
+    def arguments(self) -> tuple[tuple, dict]:
+        """What the real call must receive: the aliases when inputs were wrapped."""
+        return self.call_args or (self.call.args, self.call.kwargs)
+
+
+class Recorder:
+    """Owns the sink, the call counter and the two switches every hook reads.
+
+    ``active``: collection is on (set by ``Interceptor.enable``). ``paused``: msprobe itself is running
+    torch code (the sink, our own wrapping) and nothing must be seen as a user call.
+    """
+
+    def __init__(self, sink: CallSink) -> None:
+        self.sink = sink
+        self.counter = CallCounter()
+        self.active = False
+        self.paused = False
+
+    @contextmanager
+    def pause(self) -> Iterator[None]:
+        previous, self.paused = self.paused, True
+        try:
+            yield
+        finally:
+            self.paused = previous
+
+    def begin(
+        self,
+        name: str,
+        args: tuple,
+        kwargs: dict,
+        *,
+        is_module: bool,
+        mutates: bool,
+        differentiable: bool = True,
+    ) -> Pending:
+        """Tell the sink a call starts; when it wants the backward and gradients are involved, route
+        the inputs that need a gradient through the backward capture (mutated inputs excepted)."""
+        call = Call(name, args, kwargs, is_module=is_module, mutates_inputs=mutates)
+        with self.pause():
+            wants_backward = self.sink.forward_start(call)
+        pending = Pending(call)
+        if not (wants_backward and differentiable and torch.is_grad_enabled()):
+            return pending
+        flat, spec = tree_flatten((args, kwargs))
+        # A module's parameters can make its outputs need gradients even when no input does.
+        if not is_module and not any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
+            return pending
+        pending.capture = BackwardCapture(self._emitter(call))
+        skip = _mutated_ids(args, kwargs) if mutates else frozenset()
+        with self.pause():
+            new_flat, pending.originals = pending.capture.wrap_inputs(flat, skip)
+        if pending.originals:
+            pending.call_args = tree_unflatten(new_flat, spec)
+        return pending
+
+    def restore_inputs(self, pending: Pending, output: Any) -> tuple[Any, bool]:
+        """Give back the original tensor wherever the call returned one of our aliases unchanged.
+
+        Also reports whether an output is an autograd view of an alias: in-place changes to such a view
+        would not reach the user's tensor's history, so API calls re-run unwrapped (views are pure).
+        """
+        if not pending.originals:
+            return output, False
+        flat, spec = tree_flatten(output)
+        changed = False
+        for i, value in enumerate(flat):
+            if isinstance(value, torch.Tensor):
+                if id(value) in pending.originals:
+                    flat[i] = pending.originals[id(value)]
+                    changed = True
+                elif value._base is not None and id(value._base) in pending.originals:
+                    return output, True
+        return (tree_unflatten(flat, spec) if changed else output), False
+
+    def end(self, pending: Pending, output: Any) -> None:
+        """Tell the sink the call returned ``output`` and watch the output gradients."""
+        with self.pause():
+            self.sink.forward_end(pending.call, output)
+            if pending.capture is not None:
+                outputs, _ = tree_flatten(output)
+                pending.capture.hook_outputs(outputs)
+
+    def rerun_capture(self, pending: Pending, output: Any) -> None:
+        """The call re-ran on the original inputs (a view op): drop the aliases; the view's own
+        autograd node reports the input gradient."""
+        capture = BackwardCapture(self._emitter(pending.call))
+        flat, _ = tree_flatten((pending.call.args, pending.call.kwargs))
+        capture.skip_inputs(flat)
+        if isinstance(output, torch.Tensor):
+            capture.watch_view(output, flat)
+        pending.capture, pending.originals, pending.call_args = capture, {}, None
+
+    def _emitter(self, call: Call) -> Callable[[tuple, tuple], None]:
+        def emit(grad_input: tuple, grad_output: tuple) -> None:
+            if not self.active:
+                return
+            call.extra.setdefault("backward_name", backward_name(call.name))
+            with self.pause():
+                self.sink.backward(call, grad_input, grad_output)
+
+        return emit
+
+
+def _mutated_ids(args: tuple, kwargs: dict) -> frozenset[int]:
+    """Tensors an in-place call writes into: ``self``/the first argument and ``out=``."""
+    targets, _ = tree_flatten((args[:1], kwargs.get("out")))
+    return frozenset(id(t) for t in targets if isinstance(t, torch.Tensor))

@@ -1,0 +1,41 @@
+"""Shared fixtures for the whole suite."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    @property
+    def messages(self) -> list[str]:
+        return [r.getMessage() for r in self.records]
+
+    def text(self) -> str:
+        return "\n".join(self.messages)
+
+
+@pytest.fixture
+def msprobe_log():
+    """Records every message of the ``msprobe`` logger (which does not propagate to root).
+
+    Use ``msprobe_log.messages`` (list of str) or ``msprobe_log.text()``.
+    """
+    logger = logging.getLogger("msprobe")
+    handler = _Records()
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)

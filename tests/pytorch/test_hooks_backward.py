@@ -1,0 +1,164 @@
+"""Backward capture: gradients checked against autograd, user code unchanged, numbers unchanged."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from msprobe.pytorch.hooks import Interceptor
+
+
+def _enabled(sink, level="L1", model=None) -> Interceptor:
+    interceptor = Interceptor(sink, level=level)
+    interceptor.attach(model)
+    interceptor.enable()
+    return interceptor
+
+
+def test_api_backward_grads_equal_autograd(make_sink):
+    torch.manual_seed(0)
+    x = torch.randn(4, 5, requires_grad=True)
+    w = torch.randn(3, 5, requires_grad=True)
+    b = torch.randn(3)  # needs no gradient → None in the backward output
+    sink = make_sink()
+    interceptor = _enabled(sink)
+    h = F.linear(x, w, b)
+    loss = (h * h).sum()
+    loss.backward()
+    interceptor.disable()
+
+    gh = 2 * h.detach()
+    want_x, want_w = torch.autograd.grad(F.linear(x, w, b), (x, w), gh)
+    grad_in, grad_out = sink.grads["Functional.linear.0.backward"]
+    assert torch.equal(grad_in[0], gh)
+    assert torch.equal(grad_out[0], want_x) and torch.equal(grad_out[1], want_w) and grad_out[2] is None
+    # the same input used twice: both contributions, in argument order
+    grad_in, grad_out = sink.grads["Tensor.__mul__.0.backward"]
+    assert torch.equal(grad_out[0], h.detach()) and torch.equal(grad_out[1], h.detach())
+
+
+def test_module_backward_grads_equal_autograd(make_sink):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 4), nn.Tanh())
+    x = torch.randn(2, 5, requires_grad=True)
+    sink = make_sink()
+    interceptor = _enabled(sink, "L0", model)
+    out = model(x)
+    out.pow(2).sum().backward()
+    interceptor.disable()
+    hidden = model[0](x)
+    (want,) = torch.autograd.grad(model[1](hidden), hidden, 2 * out.detach())
+    grad_in, grad_out = sink.grads["Module.1.Tanh.backward.0"]
+    assert torch.equal(grad_in[0], 2 * out.detach()) and torch.equal(grad_out[0], want)
+    assert torch.equal(sink.grads["Module.0.Linear.backward.0"][1][0], torch.autograd.grad(hidden, x, want)[0])
+
+
+def test_inplace_on_outputs_and_views_still_works(make_sink):
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(4, 4, requires_grad=True)
+
+    def run():
+        h = F.linear(x, w)
+        h.relu_()
+        a = h * 2
+        y = a.view(-1)
+        y.add_(1)
+        y.mul_(3)
+        z = a.contiguous()
+        z.mul_(2)
+        return (a * a).sum()
+
+    loss = run()
+    plain = torch.autograd.grad(loss, (x, w))
+    sink = make_sink()
+    interceptor = _enabled(sink)
+    loss_hooked = run()
+    hooked = torch.autograd.grad(loss_hooked, (x, w))
+    interceptor.disable()
+    assert torch.equal(loss, loss_hooked)
+    assert all(torch.equal(a, b) for a, b in zip(plain, hooked))
+    assert "Tensor.relu_.0.forward" in sink.forward and "Tensor.view.0.backward" in sink.backward_names
+
+
+def test_inplace_apis_mutate_the_users_tensor_and_see_inputs_before(make_sink):
+    sink = make_sink()
+    x = torch.zeros(3)
+    out = torch.empty(3)
+    interceptor = _enabled(sink)
+    same = x.add_(1)
+    x[0] = 5.0
+    torch.add(x, 1, out=out)
+    interceptor.disable()
+    assert same is x and x.tolist() == [5.0, 1.0, 1.0] and out.tolist() == [6.0, 2.0, 2.0]
+    assert sink.inputs["Tensor.add_.0.forward"][0].tolist() == [0.0, 0.0, 0.0]
+    assert sink.inputs["Tensor.__setitem__.0.forward"][0].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_ops_returning_their_input_return_it_unchanged(make_sink):
+    x = torch.randn(3, requires_grad=True)
+    h = x * 1
+    sink = make_sink()
+    interceptor = _enabled(sink)
+    assert h.contiguous() is h and h.to(h.dtype) is h
+    assert x.contiguous() is x
+    interceptor.disable()
+
+
+def test_three_sgd_steps_are_bit_identical(make_sink):
+    def train(with_interceptor: bool, level: str):
+        torch.manual_seed(0)
+        model = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        data = torch.randn(3, 4, 5, 16)
+        interceptor = Interceptor(make_sink(), level=level) if with_interceptor else None
+        losses = []
+        for step in range(3):
+            if interceptor:
+                interceptor.attach(model)
+                interceptor.enable()
+            loss = model(data[step]).pow(2).mean()
+            loss.backward()
+            if interceptor:
+                interceptor.disable()
+                interceptor.reset_counts()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.detach())
+        return losses, [p.detach().clone() for p in model.parameters()]
+
+    plain_losses, plain_params = train(False, "mix")
+    for level in ("L1", "mix"):
+        losses, params = train(True, level)
+        assert all(torch.equal(a, b) for a, b in zip(plain_losses, losses))
+        assert all(torch.equal(a, b) for a, b in zip(plain_params, params))
+
+
+def test_compile_and_pickle_still_work(make_sink):
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    interceptor = _enabled(make_sink(), "mix", model)
+    model(torch.randn(2, 3))
+    restored = pickle.loads(pickle.dumps(model))
+    assert isinstance(copy.deepcopy(model), nn.Sequential)
+    assert torch.equal(restored[0].weight, model[0].weight)
+    interceptor.disable()
+
+    compiled = torch.compile(lambda t: torch.sin(t) * 2, backend="eager")
+    t = torch.randn(4)
+    interceptor.enable()
+    assert torch.equal(compiled(t), torch.sin(t) * 2)
+    interceptor.detach()
+
+
+def test_backward_after_disable_is_not_reported(make_sink):
+    sink = make_sink()
+    x = torch.randn(3, requires_grad=True)
+    interceptor = _enabled(sink)
+    y = x.exp()
+    interceptor.disable()
+    y.sum().backward()
+    assert sink.backward_names == []
