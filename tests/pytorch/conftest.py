@@ -1,56 +1,6 @@
-"""Fixtures of the PyTorch tests: a real recording CallSink for the hook tests."""
+"""PyTorch tests share the small models of ``torch_models.py`` (importable by name from here)."""
 
-from __future__ import annotations
+import sys
+from pathlib import Path
 
-from typing import Any
-
-import pytest
-import torch
-
-from msprobe.core.events import Call
-
-
-class RecordingSink:
-    """Keeps forward names (in start order), and the gradients of every backward entry.
-
-    ``forward_start`` runs torch code on purpose (a reduction), so the tests can check that calls made
-    by a sink are never recorded themselves.
-    """
-
-    def __init__(self, want_backward: bool = True) -> None:
-        self.want_backward = want_backward
-        self.forward: list[str] = []
-        self.ended: list[str] = []
-        self.inputs: dict[str, list] = {}
-        self.outputs: dict[str, Any] = {}
-        self.backward_names: list[str] = []
-        self.grads: dict[str, tuple[tuple, tuple]] = {}
-
-    def forward_start(self, call: Call) -> bool:
-        self.forward.append(call.name)
-        self.inputs[call.name] = [
-            a.detach().clone() if isinstance(a, torch.Tensor) else a for a in call.args
-        ]
-        for a in call.args:
-            if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel():
-                torch.aminmax(a.detach())
-        return self.want_backward
-
-    def forward_end(self, call: Call, output: Any) -> None:
-        self.ended.append(call.name)
-        self.outputs[call.name] = output
-
-    def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
-        name = call.extra["backward_name"]
-        self.backward_names.append(name)
-        self.grads[name] = (grad_input, grad_output)
-
-    @property
-    def names(self) -> list[str]:
-        return self.forward + self.backward_names
-
-
-@pytest.fixture
-def make_sink():
-    """``make_sink(want_backward=True)`` → a fresh :class:`RecordingSink`."""
-    return RecordingSink
+sys.path.insert(0, str(Path(__file__).parent))

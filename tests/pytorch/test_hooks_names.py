@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from hook_sink import RecordingSink
 
 from msprobe.pytorch.hooks import Interceptor
 
@@ -31,12 +32,12 @@ class Tiny(nn.Module):
         return self.fc(h.flatten(1))
 
 
-def _run_reference_step(level: str, make_sink):
+def _run_reference_step(level: str):
     torch.manual_seed(0)
     model = Tiny()
     torch.manual_seed(1)
     x, y = torch.randn(2, 1, 4, 4), torch.tensor([0, 2])
-    sink = make_sink()
+    sink = RecordingSink()
     interceptor = Interceptor(sink, level=level)
     interceptor.attach(model)
     interceptor.enable()
@@ -53,20 +54,20 @@ def _reference_names(case: str) -> list[str]:
 
 
 @pytest.mark.parametrize("level, case", [("L1", "pt_statistics_L1_fp32"), ("L0", "pt_statistics_L0_fp32")])
-def test_names_match_the_1_1_1_reference(level, case, make_sink):
-    sink = _run_reference_step(level, make_sink)
+def test_names_match_the_1_1_1_reference(level, case):
+    sink = _run_reference_step(level)
     assert sink.names == _reference_names(case)
 
 
-def test_mix_names_match_the_1_1_1_reference(make_sink):
-    sink = _run_reference_step("mix", make_sink)
+def test_mix_names_match_the_1_1_1_reference():
+    sink = _run_reference_step("mix")
     # forward entries in end order (how 1.1.1 lists them), backward in firing order
     assert sink.ended + sink.backward_names == _reference_names("pt_statistics_mix_fp32")
 
 
-def test_identity_of_wrapped_functions_survives(make_sink):
+def test_identity_of_wrapped_functions_survives():
     gelu, add, linear = F.gelu, torch.add, F.linear
-    interceptor = Interceptor(make_sink(), level="L1")
+    interceptor = Interceptor(RecordingSink(), level="L1")
     interceptor.enable()
     assert F.gelu is gelu and torch.add is add and F.linear is linear and F.gelu is F.gelu
     assert isinstance(torch.ones(2), torch.Tensor)
@@ -74,9 +75,9 @@ def test_identity_of_wrapped_functions_survives(make_sink):
     assert F.gelu is gelu and torch.add is add
 
 
-def test_nothing_recorded_while_disabled_or_after_detach(make_sink):
+def test_nothing_recorded_while_disabled_or_after_detach():
     add = torch.Tensor.__add__
-    sink = make_sink()
+    sink = RecordingSink()
     model = Tiny()
     interceptor = Interceptor(sink, level="mix")
     interceptor.attach(model)
@@ -93,8 +94,8 @@ def test_nothing_recorded_while_disabled_or_after_detach(make_sink):
     assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
 
 
-def test_operators_and_indexing_keep_their_dunder_names(make_sink):
-    sink = make_sink()
+def test_operators_and_indexing_keep_their_dunder_names():
+    sink = RecordingSink()
     interceptor = Interceptor(sink, level="L1")
     x = torch.arange(4.0)
     interceptor.enable()
@@ -119,8 +120,8 @@ def test_operators_and_indexing_keep_their_dunder_names(make_sink):
     ]
 
 
-def test_calls_nested_in_an_api_and_sink_calls_are_not_recorded(make_sink):
-    sink = make_sink()  # its forward_start runs torch.aminmax on every input
+def test_calls_nested_in_an_api_and_sink_calls_are_not_recorded():
+    sink = RecordingSink()  # its forward_start runs torch.aminmax on every input
     interceptor = Interceptor(sink, level="L1")
     interceptor.enable()
     F.cross_entropy(torch.randn(3, 4), torch.tensor([0, 1, 2]))
@@ -128,8 +129,8 @@ def test_calls_nested_in_an_api_and_sink_calls_are_not_recorded(make_sink):
     assert sink.forward == ["Torch.randn.0.forward", "Torch.tensor.0.forward", "Functional.cross_entropy.0.forward"]
 
 
-def test_autograd_internals_are_not_recorded(make_sink):
-    sink = make_sink()
+def test_autograd_internals_are_not_recorded():
+    sink = RecordingSink()
     interceptor = Interceptor(sink, level="L1")
     w = torch.randn(3, requires_grad=True)
     interceptor.enable()
@@ -141,7 +142,7 @@ def test_autograd_internals_are_not_recorded(make_sink):
     assert sink.forward == ["Tensor.__mul__.0.forward", "Tensor.sum.0.forward"]
 
 
-def test_shared_module_counts_and_reset(make_sink):
+def test_shared_module_counts_and_reset():
     class Twice(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -150,7 +151,7 @@ def test_shared_module_counts_and_reset(make_sink):
         def forward(self, x):
             return self.fc(self.fc(x))
 
-    sink = make_sink()
+    sink = RecordingSink()
     model = Twice()
     interceptor = Interceptor(sink, level="L0")
     interceptor.attach(model)
@@ -168,8 +169,8 @@ def test_shared_module_counts_and_reset(make_sink):
     assert sink.backward_names == ["Module.fc.Linear.backward.1", "Module.fc.Linear.backward.0"]
 
 
-def test_gru_records_vf_entries(make_sink):
-    sink = make_sink()
+def test_gru_records_vf_entries():
+    sink = RecordingSink()
     model = nn.GRU(4, 5, batch_first=True)
     interceptor = Interceptor(sink, level="mix")
     interceptor.attach(nn.Sequential(model))
@@ -182,8 +183,8 @@ def test_gru_records_vf_entries(make_sink):
     assert "VF.gru.0.backward" in sink.backward_names
 
 
-def test_bad_level_and_model_are_refused(make_sink):
+def test_bad_level_and_model_are_refused():
     with pytest.raises(ValueError, match="level 'L3' is not one of L0, L1, mix"):
-        Interceptor(make_sink(), level="L3")
+        Interceptor(RecordingSink(), level="L3")
     with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
-        Interceptor(make_sink(), level="L0").attach("model")
+        Interceptor(RecordingSink(), level="L0").attach("model")

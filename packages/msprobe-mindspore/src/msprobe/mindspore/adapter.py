@@ -14,6 +14,7 @@ torch do not).
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from dataclasses import dataclass
@@ -47,6 +48,13 @@ def _reduction_input(tensor: mindspore.Tensor) -> mindspore.Tensor:
     return tensor.astype(mindspore.float64)
 
 
+@functools.cache
+def _constants(dtype: mindspore.dtype.Type) -> tuple[mindspore.Tensor, ...]:
+    """-inf, inf and NaN as 0-d tensors of ``dtype``, made once (building them per call costs more
+    than the statistics)."""
+    return tuple(mindspore.Tensor(value, dtype) for value in (-math.inf, math.inf, math.nan))
+
+
 class MindSporeTensorAdapter:
     type_name = "mindspore.Tensor"
     tensor_suffix = ".npy"
@@ -66,11 +74,9 @@ class MindSporeTensorAdapter:
             return StatsHandle("bool", ops.concat([values, ops.zeros(4, mindspore.float64)]))
         x = _reduction_input(tensor).reshape(-1)
         finite = ops.isfinite(x)
-        neg_inf = ops.full((), -math.inf, dtype=x.dtype)
-        pos_inf = ops.full((), math.inf, dtype=x.dtype)
+        neg_inf, pos_inf, nan = _constants(x.dtype)
         # MindSpore's CPU max/min skip NaN; like numpy and torch, a NaN anywhere makes both NaN
         has_nan = ops.isnan(x).any()
-        nan = ops.full((), math.nan, dtype=x.dtype)
         values = ops.stack([
             ops.where(has_nan, nan, x.max()), ops.where(has_nan, nan, x.min()),
             x.mean(), ops.sqrt(ops.reduce_sum(x * x)),

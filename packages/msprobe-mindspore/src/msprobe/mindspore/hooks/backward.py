@@ -30,6 +30,19 @@ def grad_is_recording() -> bool:
     return bool(_pynative_executor.requires_grad())
 
 
+class grad_recording_off:
+    """Keeps the sink's own ops (statistics, copies) out of the gradient graph: recording them there
+    would make each of them an order of magnitude slower and grow the graph (``mindspore._no_grad``
+    does the same through the same private executor)."""
+
+    def __enter__(self) -> None:
+        self._previous = _pynative_executor.enable_grad()
+        _pynative_executor.set_enable_grad(False)
+
+    def __exit__(self, *exc: object) -> None:
+        _pynative_executor.set_enable_grad(self._previous)
+
+
 def _is_differentiable(value: Any) -> bool:
     return isinstance(value, mindspore.Tensor) and (value.is_floating_point() or value.is_complex())
 

@@ -19,7 +19,7 @@ from mindspore import nn
 from msprobe.core.events import Call, CallSink
 from msprobe.core.naming import FORWARD, CallCounter, api_name, module_name
 from msprobe.mindspore.hooks.api_patch import ApiPatches
-from msprobe.mindspore.hooks.backward import BackwardTap, grad_is_recording
+from msprobe.mindspore.hooks.backward import BackwardTap, grad_is_recording, grad_recording_off
 from msprobe.mindspore.hooks.catalog import api_targets
 from msprobe.mindspore.hooks.cells import CellHooks
 from msprobe.mindspore.hooks.jit import JitPatch
@@ -95,9 +95,11 @@ class Interceptor:
     # recording -----------------------------------------------------------------------------------
 
     def _paused(self, action: Callable[..., Any], *args: Any) -> Any:
+        """Run a sink method: not recorded, not counted, not part of the gradient graph."""
         previous, self.busy = self.busy, True
         try:
-            return action(*args)
+            with grad_recording_off():
+                return action(*args)
         finally:
             self.busy = previous
 
@@ -110,11 +112,11 @@ class Interceptor:
         self.busy = True
         try:
             tap = None
-            if self._sink.forward_start(call) and not mutates and grad_is_recording():
+            if self._paused(self._sink.forward_start, call) and not mutates and grad_is_recording():
                 tap = BackwardTap(call, self._report_backward)
                 args, kwargs = tap.tap_inputs(args, kwargs)
             output = original(*args, **kwargs)
-            self._sink.forward_end(call, output)
+            self._paused(self._sink.forward_end, call, output)
             return tap.tap_output(output) if tap is not None else output
         finally:
             self.busy = False

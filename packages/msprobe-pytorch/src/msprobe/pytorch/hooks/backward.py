@@ -62,24 +62,28 @@ class BackwardCapture:
         Returns the new flat list and a map ``id(alias) → original`` used to give the user back the
         original when the call returns an input unchanged.
         """
-        positions = []
-        for i, value in enumerate(flat):
+        unique: dict[int, int] = {}  # id(tensor) → its index among the wrapped tensors
+        wrapped: list[torch.Tensor] = []
+        for value in flat:
             if not isinstance(value, torch.Tensor):
                 continue
             if value.requires_grad and id(value) not in skip_ids:
-                self._input_slots.append(len(positions))
-                positions.append(i)
+                # A tensor passed twice (``attn(x, x, x)``) is wrapped once: code that checks
+                # ``query is key`` must take the same path as without msprobe, and the gradient
+                # reported for each position is the one the call produced for that tensor.
+                if id(value) not in unique:
+                    unique[id(value)] = len(wrapped)
+                    wrapped.append(value)
+                self._input_slots.append(unique[id(value)])
             else:
                 self._input_slots.append(None)
-        if not positions:
+        if not wrapped:
             return flat, {}
-        aliases = _Enter.apply(self, *(flat[i] for i in positions))
-        self._wrapped = len(positions)
-        new_flat = list(flat)
-        originals = {}
-        for i, alias in zip(positions, aliases):
-            originals[id(alias)] = flat[i]
-            new_flat[i] = alias
+        aliases = _Enter.apply(self, *wrapped)
+        self._wrapped = len(wrapped)
+        alias_of = {id(original): alias for original, alias in zip(wrapped, aliases)}
+        originals = {id(alias): original for original, alias in zip(wrapped, aliases)}
+        new_flat = [alias_of.get(id(v), v) if isinstance(v, torch.Tensor) else v for v in flat]
         return new_flat, originals
 
     def hook_outputs(self, outputs: list) -> None:

@@ -19,6 +19,28 @@ from msprobe.core.naming import FORWARD, module_name
 from msprobe.pytorch.hooks.recorder import Pending, Recorder
 
 
+def _inert(*_args: Any) -> None:
+    """What our hooks become in a pickled or deep-copied model: the copy is not being collected."""
+
+
+def _inert_hook() -> Any:
+    return _inert
+
+
+class _Hook:
+    """A module hook that survives ``pickle``/``copy.deepcopy`` of the model (as :func:`_inert`),
+    where a plain closure would make pickling the user's model fail."""
+
+    def __init__(self, fn: Any) -> None:
+        self._fn = fn
+
+    def __call__(self, *args: Any) -> Any:
+        return self._fn(*args)
+
+    def __reduce__(self) -> tuple:
+        return _inert_hook, ()
+
+
 class ModuleHooks:
     def __init__(self, recorder: Recorder, model: torch.nn.Module) -> None:
         self._recorder = recorder
@@ -34,10 +56,10 @@ class ModuleHooks:
                 continue
             key = f"Module.{path}.{type(module).__name__}"
             self._handles.append(
-                module.register_forward_pre_hook(self._pre_hook(path, key), with_kwargs=True)
+                module.register_forward_pre_hook(_Hook(self._pre_hook(path, key)), with_kwargs=True)
             )
             self._handles.append(
-                module.register_forward_hook(self._post_hook(), with_kwargs=True, always_call=False)
+                module.register_forward_hook(_Hook(self._post_hook()), with_kwargs=True)
             )
 
     def remove(self) -> None:

@@ -1,0 +1,78 @@
+"""msprobe quickstart (``make demo``): dump a small model in fp32 and under bf16 autocast on CPU.
+
+The same model, data and seed run twice for three training steps, once in plain fp32 and once under
+``torch.autocast("cpu", dtype=torch.bfloat16)`` — the situation of a user whose loss drifts after a
+change of precision or device. Each run is dumped with PrecisionDebugger (statistics, level mix);
+the script prints the losses and where each dump lies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from msprobe.pytorch import PrecisionDebugger, seed_all
+
+
+class TinyNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.norm = nn.BatchNorm2d(4)
+        self.fc1 = nn.Linear(4 * 8 * 8, 32)
+        self.fc2 = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.norm(self.conv(x)))
+        h = nn.functional.gelu(self.fc1(h.flatten(1)))
+        return self.fc2(h)
+
+
+def train(dump_path: Path, bf16: bool, steps: int = 3) -> list[float]:
+    seed_all(1234)
+    model = TinyNet()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    data = torch.randn(steps, 8, 1, 8, 8)
+    labels = torch.randint(0, 10, (steps, 8))
+    debugger = PrecisionDebugger(dump_path=str(dump_path), task="statistics", level="mix")
+    losses = []
+    for step in range(steps):
+        debugger.start(model)
+        precision = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        with precision:
+            logits = model(data[step])
+        loss = nn.functional.cross_entropy(logits.float(), labels[step])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        debugger.stop()
+        debugger.step()
+        losses.append(loss.item())
+    debugger.finish()
+    return losses
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="demo_output", help="where the two dumps go (default: demo_output)")
+    args = parser.parse_args(argv)
+    out = Path(args.out).resolve()
+    runs = {"fp32 (bench side)": out / "fp32", "bf16 autocast (NPU side)": out / "bf16"}
+    for label, path in runs.items():
+        losses = train(path, bf16="bf16" in label)
+        print(f"{label:26s} losses {', '.join(f'{v:.6f}' for v in losses)}")
+    for label, path in runs.items():
+        dumps = sorted(path.glob("step*/rank*/dump.json"))
+        print(f"{label:26s} {len(dumps)} step dumps, e.g. {dumps[0]}")
+    print(f"\nCompare them: put npu_path/bench_path of one step in compare.json, then\n"
+          f"  msprobe -f pytorch compare -i compare.json -o {out / 'compare'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

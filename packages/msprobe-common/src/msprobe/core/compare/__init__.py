@@ -1,0 +1,6 @@
+"""Compare two dumps (SPEC 5): ``compare_dumps`` for one rank, ``compare_steps`` for a step directory."""
+
+from msprobe.core.compare.engine import CompareOptions, CompareResult, compare_dumps
+from msprobe.core.compare.reader import CompareError
+
+__all__ = ["CompareError", "CompareOptions", "CompareResult", "compare_dumps"]

@@ -1,0 +1,177 @@
+"""Pair the entries of two dumps, then the rows of each pair.
+
+msprobe 1.1.1 walked both dumps in lock step, so one extra API on either side shifted every later
+row out of its match. Here the two entry sequences are aligned like a text diff (Myers' algorithm,
+fast when the runs mostly agree): first on names (count-free under ``fuzzy``, after the ``-dm``
+mapping), then, inside each gap left by the names, on API kind plus argument structure, which
+pairs a call whose count shifted. Whatever stays unpaired is kept, so every entry of both sides
+appears in the report.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from msprobe.core.compare.rows import Row, structure
+from msprobe.core.naming import parse_name
+
+_MAX_EDIT_DISTANCE = 4000  # beyond this the quadratic trace of Myers costs more than difflib
+
+
+@dataclass(frozen=True)
+class RowPair:
+    npu: Row | None
+    bench: Row | None
+
+
+def count_free(name: str) -> str:
+    """``Torch.add.3.forward`` → ``Torch.add.forward``; names that do not parse stay as they are."""
+    try:
+        entry = parse_name(name)
+    except ValueError:
+        return name
+    middle = f"{entry.api}.{entry.cls}" if entry.is_module else entry.api
+    return f"{entry.prefix}.{middle}.{entry.direction}"
+
+
+def common_subsequence(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[int, int]]:
+    """Index pairs ``(i, j)`` with ``a[i] == b[j]`` of a longest common subsequence, in order."""
+    start = 0
+    while start < len(a) and start < len(b) and a[start] == b[start]:
+        start += 1
+    end_a, end_b = len(a), len(b)
+    while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
+        end_a -= 1
+        end_b -= 1
+    middle = _myers(a[start:end_a], b[start:end_b])
+    if middle is None:
+        matcher = difflib.SequenceMatcher(None, list(a[start:end_a]), list(b[start:end_b]), autojunk=False)
+        middle = [(blk.a + k, blk.b + k) for blk in matcher.get_matching_blocks() for k in range(blk.size)]
+    head = [(i, i) for i in range(start)]
+    tail = [(end_a + k, end_b + k) for k in range(len(a) - end_a)]
+    return head + [(i + start, j + start) for i, j in middle] + tail
+
+
+def _myers(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[int, int]] | None:
+    """Myers' O((N+M)·D) diff; None when the edit distance exceeds ``_MAX_EDIT_DISTANCE``."""
+    n, m = len(a), len(b)
+    frontier: dict[int, int] = {1: 0}
+    trace: list[dict[int, int]] = []
+    for d in range(min(n + m, _MAX_EDIT_DISTANCE) + 1):
+        trace.append(dict(frontier))
+        for k in range(-d, d + 1, 2):
+            down = k == -d or (k != d and frontier[k - 1] < frontier[k + 1])
+            x = frontier[k + 1] if down else frontier[k - 1] + 1
+            y = x - k
+            while x < n and y < m and a[x] == b[y]:
+                x, y = x + 1, y + 1
+            frontier[k] = x
+            if x >= n and y >= m:
+                return _backtrack(trace, n, m)
+    return None
+
+
+def _backtrack(trace: list[dict[int, int]], x: int, y: int) -> list[tuple[int, int]]:
+    pairs: list[tuple[int, int]] = []
+    for d in range(len(trace) - 1, -1, -1):
+        frontier, k = trace[d], x - y
+        prev_k = k + 1 if k == -d or (k != d and frontier[k - 1] < frontier[k + 1]) else k - 1
+        prev_x = frontier[prev_k]
+        prev_y = prev_x - prev_k
+        while x > prev_x and y > prev_y:
+            pairs.append((x - 1, y - 1))
+            x, y = x - 1, y - 1
+        x, y = prev_x, prev_y
+    pairs.reverse()
+    return pairs
+
+
+def align_entries(
+    npu: dict[str, list[Row]],
+    bench: dict[str, list[Row]],
+    fuzzy: bool = False,
+    mapping: dict[str, str] | None = None,
+) -> list[tuple[str | None, str | None]]:
+    """Entry pairs in execution order; ``(name, None)`` / ``(None, name)`` for one-sided entries."""
+    npu_names, bench_names = list(npu), list(bench)
+    mapping = mapping or {}
+
+    def name_key(name: str, side_map: dict[str, str]) -> str:
+        name = side_map.get(name, name)
+        return count_free(name) if fuzzy else name
+
+    anchors = common_subsequence(
+        [name_key(n, mapping) for n in npu_names], [name_key(n, {}) for n in bench_names]
+    )
+    pairs: list[tuple[str | None, str | None]] = []
+    i = j = 0
+    for ai, bj in [*anchors, (len(npu_names), len(bench_names))]:
+        pairs.extend(_fill_gap(npu_names[i:ai], bench_names[j:bj], npu, bench))
+        if ai < len(npu_names):
+            pairs.append((npu_names[ai], bench_names[bj]))
+        i, j = ai + 1, bj + 1
+    return pairs
+
+
+def _fill_gap(
+    npu_gap: list[str], bench_gap: list[str], npu: dict[str, list[Row]], bench: dict[str, list[Row]]
+) -> list[tuple[str | None, str | None]]:
+    """Inside a gap between name matches, pair entries of the same API kind and argument structure."""
+    if not npu_gap or not bench_gap:
+        return [(n, None) for n in npu_gap] + [(None, b) for b in bench_gap]
+    matched = common_subsequence(
+        [(count_free(n), structure(npu[n])) for n in npu_gap],
+        [(count_free(b), structure(bench[b])) for b in bench_gap],
+    )
+    out: list[tuple[str | None, str | None]] = []
+    i = j = 0
+    for ai, bj in [*matched, (len(npu_gap), len(bench_gap))]:
+        out.extend((n, None) for n in npu_gap[i:ai])
+        out.extend((None, b) for b in bench_gap[j:bj])
+        if ai < len(npu_gap):
+            out.append((npu_gap[ai], bench_gap[bj]))
+        i, j = ai + 1, bj + 1
+    return out
+
+
+def pair_rows(npu_rows: list[Row], bench_rows: list[Row], mapping: dict[str, str] | None = None) -> list[RowPair]:
+    """Rows of two paired entries, matched by argument path (``input.0``), in NPU order.
+
+    ``mapping`` may map an NPU row name to a bench row name of the paired entry (``-dm``).
+    """
+    mapping = mapping or {}
+    by_suffix = {row.suffix: row for row in bench_rows}
+    by_name = {row.name: row for row in bench_rows}
+    used: set[str] = set()
+    pairs: list[RowPair] = []
+    for row in npu_rows:
+        partner = by_name.get(mapping[row.name]) if row.name in mapping else by_suffix.get(row.suffix)
+        if partner is not None and partner.suffix not in used:
+            used.add(partner.suffix)
+            pairs.append(RowPair(row, partner))
+        else:
+            pairs.append(RowPair(row, None))
+    pairs.extend(RowPair(None, row) for row in bench_rows if row.suffix not in used)
+    return pairs
+
+
+def entry_mapping(mapping: dict[str, str]) -> dict[str, str]:
+    """Entry-level names implied by a ``-dm`` mapping whose keys may be row names."""
+    out: dict[str, str] = {}
+    for npu_name, bench_name in mapping.items():
+        out[_entry_of(npu_name)] = _entry_of(bench_name)
+    return out
+
+
+def _entry_of(name: str) -> str:
+    try:
+        return parse_name(name).full
+    except ValueError:
+        pass
+    tokens = name.split(".")
+    for cut in range(len(tokens), 0, -1):
+        if tokens[cut - 1] in ("input", "output", "kwargs"):
+            return ".".join(tokens[: cut - 1])
+    return name

@@ -1,0 +1,101 @@
+"""Multi-rank comparison: two step directories, ranks paired by number, compared in parallel.
+
+Each rank pair gets its own reports (``compare_result_rank{R}_{timestamp}``); a summary CSV then
+says, per rank, where it first diverged, and names the rank whose divergence comes earliest in
+execution order — the usual suspect when one rank's bad data spreads to the others through
+collectives.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from msprobe.core.compare.engine import CompareOptions, CompareResult, TensorLoader, compare_dumps, default_workers
+from msprobe.core.compare.reader import CompareError
+from msprobe.core.fileio import make_dir, write_csv
+from msprobe.core.log import logger
+
+_RANK_DIR = re.compile(r"rank(\d*)")
+SUMMARY_HEADER = ["Rank", "Rows", "Failing rows", "First divergence", "Row", "Inputs pass", "Report"]
+
+
+@dataclass
+class DistributedResult:
+    ranks: dict[int, CompareResult]
+    first_rank: int | None
+    summary: Path
+
+
+def rank_dirs(step_dir: Path, what: str) -> dict[int, Path]:
+    """Rank number → directory holding a dump.json (a bare ``rank`` directory is rank 0)."""
+    if not step_dir.is_dir():
+        raise CompareError(f"{what} {str(step_dir)!r} is not a directory")
+    found = {}
+    for child in sorted(step_dir.iterdir()):
+        match = _RANK_DIR.fullmatch(child.name)
+        if match and (child / "dump.json").is_file():
+            found[int(match.group(1) or 0)] = child
+    if not found:
+        raise CompareError(f"{what} {str(step_dir)!r} has no rank*/dump.json: give a step directory such as step0")
+    return found
+
+
+def _compare_rank(job: tuple) -> tuple[int, CompareResult]:
+    rank, npu_dir, bench_dir, out, loader, options, stem = job
+    stack = npu_dir / "stack.json"
+    return rank, compare_dumps(npu_dir / "dump.json", bench_dir / "dump.json", out, loader,
+                               stack if stack.is_file() else None, options, stem)
+
+
+def compare_steps(
+    npu_step: str | os.PathLike,
+    bench_step: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    loader: TensorLoader,
+    options: CompareOptions | None = None,
+) -> DistributedResult:
+    options = options or CompareOptions()
+    npu_ranks = rank_dirs(Path(npu_step), "npu_path")
+    bench_ranks = rank_dirs(Path(bench_step), "bench_path")
+    for rank in sorted(set(npu_ranks) ^ set(bench_ranks)):
+        side = "npu_path" if rank in npu_ranks else "bench_path"
+        logger.warning("rank %d exists only under %s; it is not compared", rank, side)
+    common = sorted(set(npu_ranks) & set(bench_ranks))
+    if not common:
+        raise CompareError(f"npu_path {str(npu_step)!r} and bench_path {str(bench_step)!r} share no rank")
+    out = make_dir(output_dir)
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    workers = options.workers if options.workers is not None else default_workers()
+    per_rank = replace(options, workers=1 if len(common) > 1 else workers, progress=len(common) == 1)
+    jobs = [(r, npu_ranks[r], bench_ranks[r], out, loader, per_rank, f"compare_result_rank{r}_{stamp}") for r in common]
+    if len(jobs) > 1 and workers > 1:
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            results = dict(pool.map(_compare_rank, jobs))
+    else:
+        results = dict(map(_compare_rank, jobs))
+    first = _first_rank(results)
+    summary = out / f"compare_summary_{stamp}.csv"
+    write_csv(summary, SUMMARY_HEADER, [_summary_row(rank, results[rank]) for rank in common])
+    if first is None:
+        logger.info("no rank diverged (%d ranks compared); summary: %s", len(common), summary)
+    else:
+        logger.warning("rank %d diverged first, at %s; summary: %s",
+                       first, results[first].first_divergence.entry, summary)  # type: ignore[union-attr]
+    return DistributedResult(results, first, summary)
+
+
+def _first_rank(results: dict[int, CompareResult]) -> int | None:
+    diverged = [(r.first_divergence.position, rank) for rank, r in results.items() if r.first_divergence]
+    return min(diverged)[1] if diverged else None
+
+
+def _summary_row(rank: int, result: CompareResult) -> list:
+    found = result.first_divergence
+    failing = sum(1 for r in result.results if r.failed)
+    return [rank, len(result.results), failing, found.entry if found else "", found.position + 1 if found else "",
+            found.inputs_pass if found else "", str(result.reports.get("xlsx", ""))]

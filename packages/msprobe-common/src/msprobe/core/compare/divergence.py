@@ -1,0 +1,70 @@
+"""Where it first went wrong: the first divergence and the worst rows of a comparison.
+
+The first divergence is the earliest forward entry whose outputs fail while none of its inputs do:
+the error was made there rather than carried in. When every failing entry already had failing
+inputs, the earliest entry with a failing output is named instead, and the report says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from msprobe.core.compare.verdict import DIFFERENT, RowResult
+from msprobe.core.naming import BACKWARD, parse_name
+
+
+@dataclass(frozen=True)
+class Divergence:
+    entry: str
+    position: int  # index of the entry's first row in the report
+    failing_rows: list[RowResult]
+    inputs_pass: bool
+    stack: list[str]
+
+
+def _is_backward(name: str) -> bool:
+    try:
+        return parse_name(name).direction == BACKWARD
+    except ValueError:
+        return False
+
+
+def group_by_entry(results: list[RowResult]) -> list[tuple[int, list[RowResult]]]:
+    """Consecutive rows of the same entry, with the position of the group's first row."""
+    groups: list[tuple[int, list[RowResult]]] = []
+    for position, result in enumerate(results):
+        if groups and groups[-1][1][0].entry == result.entry:
+            groups[-1][1].append(result)
+        else:
+            groups.append((position, [result]))
+    return groups
+
+
+def first_divergence(results: list[RowResult], stacks: dict[str, list[str]]) -> Divergence | None:
+    fallback: Divergence | None = None
+    for position, rows in group_by_entry(results):
+        failing = [r for r in rows if r.part == "output" and r.failed]
+        if not failing or _is_backward(rows[0].entry):
+            continue
+        inputs_pass = not any(r.failed for r in rows if r.part == "input")
+        found = Divergence(rows[0].entry, position, failing, inputs_pass, stacks.get(rows[0].entry, []))
+        if inputs_pass:
+            return found
+        fallback = fallback or found
+    return fallback
+
+
+def _badness(result: RowResult) -> tuple:
+    if result.tensor is not None:
+        cos = result.tensor.cosine
+        rel = result.tensor.max_relative_err
+        return (-1 if result.failed else 0, cos if cos is not None else 2.0, -(rel or 0.0))
+    rels = [r for _, r in result.stat_diffs if r is not None and not math.isnan(r)]
+    return (-1 if result.failed or result.verdict == DIFFERENT else 0, 0.0, -max(rels, default=0.0))
+
+
+def worst_rows(results: list[RowResult], limit: int = 20) -> list[RowResult]:
+    """Failing rows first, then by lowest Cosine / highest relative error; only matched rows."""
+    matched = [r for r in results if r.npu is not None and r.bench is not None]
+    return sorted(matched, key=_badness)[:limit]

@@ -1,0 +1,195 @@
+"""One comparison from two dump.json files to the reports: read → align → metrics → verdicts → write.
+
+Tensor metrics are the only expensive part: each pair of tensor files is loaded, compared and
+dropped inside a worker process, so memory holds a few tensors per worker whatever the dump size.
+The loader (``.pt`` through torch, ``.npy`` through numpy) comes from the framework package, keeping
+this module framework-free; it must be a module-level function so workers can receive it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from msprobe.core.compare.align import align_entries, entry_mapping, pair_rows
+from msprobe.core.compare.divergence import Divergence, first_divergence, group_by_entry
+from msprobe.core.compare.metrics import TensorMetrics, compare_tensors
+from msprobe.core.compare.progress import Progress
+from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_stack, tensor_path
+from msprobe.core.compare.rows import flatten_entry
+from msprobe.core.compare.verdict import (
+    NO,
+    NONE,
+    PASS,
+    YES,
+    RowResult,
+    highlight_entry,
+    judge_md5,
+    judge_summary,
+    judge_tensor,
+    judge_unmatched,
+    judge_values,
+)
+from msprobe.core.fileio import make_dir
+from msprobe.core.log import logger
+
+TensorLoader = Callable[[Path], np.ndarray]
+_IN_PROCESS_BELOW = 32  # tensor pairs; starting workers costs more than comparing this few
+
+
+@dataclass
+class CompareOptions:
+    """What the command-line flags choose: ``-s``, ``-f``, ``-dm``, ``-c``, and how many workers."""
+
+    with_stack: bool = False
+    fuzzy: bool = False
+    mapping: dict[str, str] = field(default_factory=dict)
+    workers: int | None = None
+    auto_analyze: bool = True
+    progress: bool = True
+
+
+@dataclass
+class CompareResult:
+    mode: str
+    results: list[RowResult]
+    first_divergence: Divergence | None
+    reports: dict[str, Path]
+    npu_path: Path
+    bench_path: Path
+
+
+def check_modes(npu: DumpFile, bench: DumpFile) -> str:
+    if npu.mode != bench.mode:
+        raise CompareError(
+            f"the dumps cannot be compared: npu_path {str(npu.path)!r} is a {npu.mode} dump (task "
+            f"{npu.task!r}) but bench_path {str(bench.path)!r} is a {bench.mode} dump (task {bench.task!r}); "
+            f"dump both sides with the same task and summary_mode"
+        )
+    return npu.mode
+
+
+def build_results(npu: DumpFile, bench: DumpFile, options: CompareOptions) -> list[RowResult]:
+    """Every row of both dumps, paired where the alignment pairs them, in execution order."""
+    npu_rows = {name: flatten_entry(name, entry) for name, entry in npu.entries.items()}
+    bench_rows = {name: flatten_entry(name, entry) for name, entry in bench.entries.items()}
+    mode = check_modes(npu, bench)
+    results: list[RowResult] = []
+    for npu_name, bench_name in align_entries(npu_rows, bench_rows, options.fuzzy, entry_mapping(options.mapping)):
+        pairs = pair_rows(npu_rows.get(npu_name, []) if npu_name else [],
+                          bench_rows.get(bench_name, []) if bench_name else [], options.mapping)
+        renamed = npu_name is not None and bench_name is not None and npu_name != bench_name
+        for index, pair in enumerate(pairs):
+            result = RowResult(pair.npu, pair.bench, mode, first_of_entry=index == 0)
+            if renamed and npu_name not in options.mapping:
+                result.messages.append("Fuzzy matching data, the comparison accuracy may be affected.")
+            results.append(result)
+    return results
+
+
+def _judge_cheap(results: list[RowResult]) -> list[int]:
+    """Judge every row that needs no tensor file; return the indices of tensor pairs still to compare."""
+    pending = []
+    for index, result in enumerate(results):
+        if result.npu is None or result.bench is None:
+            judge_unmatched(result)
+        elif result.mode == "tensor":
+            if not judge_values(result, YES, NO):
+                pending.append(index)
+        elif result.mode == "md5":
+            if not judge_values(result, PASS, "Different"):
+                judge_md5(result)
+        elif not judge_values(result, "", "Warning"):
+            judge_summary(result)
+    return pending
+
+
+def _tensor_job(job: tuple[TensorLoader, Path | None, Path | None]) -> TensorMetrics | str:
+    """Worker: load one pair, compare, drop it. A string is the reason the pair could not be read."""
+    loader, npu_file, bench_file = job
+    arrays = []
+    for side, path in (("NPU", npu_file), ("bench", bench_file)):
+        if path is None:
+            return f"The {side} tensor has no data_name: was the dump made with task 'tensor'?"
+        if not path.is_file():
+            return f"Dump file: {path} not found."
+        try:
+            arrays.append(loader(path))
+        except Exception as exc:  # any loader failure is reported on its row, not fatal to the compare
+            return f"Dump file: {path} cannot be read: {type(exc).__name__}: {exc}"
+    return compare_tensors(arrays[0], arrays[1])
+
+
+def _run_jobs(jobs: list, workers: int, show_progress: bool) -> Iterator[TensorMetrics | str]:
+    progress = Progress(len(jobs), "Compare tensors") if show_progress and jobs else None
+    if workers <= 1 or len(jobs) < _IN_PROCESS_BELOW:
+        outcomes = map(_tensor_job, jobs)
+        pool = None
+    else:
+        pool = ProcessPoolExecutor(max_workers=workers)
+        outcomes = pool.map(_tensor_job, jobs, chunksize=max(1, min(64, len(jobs) // (workers * 8))))
+    try:
+        for outcome in outcomes:
+            if progress:
+                progress.advance()
+            yield outcome
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def default_workers() -> int:
+    return max(1, min(8, (os.cpu_count() or 2) - 1))
+
+
+def compute_tensor_rows(results: list[RowResult], pending: list[int], npu: DumpFile, bench: DumpFile,
+                        loader: TensorLoader, options: CompareOptions) -> None:
+    jobs = []
+    for index in pending:
+        result = results[index]
+        jobs.append((loader, tensor_path(npu, result.npu.value), tensor_path(bench, result.bench.value)))
+    workers = options.workers if options.workers is not None else default_workers()
+    for index, outcome in zip(pending, _run_jobs(jobs, workers, options.progress)):
+        if isinstance(outcome, str):
+            results[index].verdict = NONE
+            results[index].messages.append(outcome)
+        else:
+            judge_tensor(results[index], outcome)
+
+
+def compare_dumps(
+    npu_json: str | os.PathLike,
+    bench_json: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    loader: TensorLoader,
+    stack_path: str | os.PathLike | None = None,
+    options: CompareOptions | None = None,
+    report_stem: str | None = None,
+) -> CompareResult:
+    """Compare two dump.json files and write ``compare_result_{timestamp}`` .xlsx, .csv and .html."""
+    from msprobe.core.compare.report import write_reports
+
+    options = options or CompareOptions()
+    npu, bench = read_dump(npu_json, "npu_path"), read_dump(bench_json, "bench_path")
+    stack_file = Path(stack_path) if stack_path else npu.path.parent / "stack.json"
+    stacks = read_stack(stack_file) if stack_path or stack_file.is_file() else {}
+    started = time.monotonic()
+    results = build_results(npu, bench, options)
+    pending = _judge_cheap(results)
+    if pending:
+        compute_tensor_rows(results, pending, npu, bench, loader, options)
+    for _, rows in group_by_entry(results):
+        highlight_entry(rows)
+    divergence = first_divergence(results, stacks) if options.auto_analyze else None
+    out = make_dir(output_dir)
+    stem = report_stem or f"compare_result_{time.strftime('%Y%m%d%H%M%S')}"
+    result = CompareResult(npu.mode, results, divergence, {}, npu.path, bench.path)
+    result.reports = write_reports(result, out, stem, options.with_stack, stacks)
+    logger.info("compared %d rows in %.1f s", len(results), time.monotonic() - started)
+    return result

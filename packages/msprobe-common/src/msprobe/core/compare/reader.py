@@ -1,0 +1,147 @@
+"""Read the inputs of a comparison: dump.json (ours and msprobe 1.1.1's), stack.json, mapping files.
+
+Only the JSON is read up front; tensors stay on disk until a worker needs them (see
+:func:`tensor_path`), so memory does not grow with the dump. Every error names the file it is about,
+because a compare usually involves four or five files and "invalid JSON" alone helps nobody.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msprobe.core.writers import TENSOR_DIR
+
+MODES = ("tensor", "summary", "md5")
+
+
+class CompareError(ValueError):
+    """The inputs of a comparison are missing, unreadable or do not fit together."""
+
+
+@dataclass
+class DumpFile:
+    """One side of a comparison: the entries of a dump.json in execution order, and where its tensors are."""
+
+    path: Path
+    task: str
+    level: str
+    entries: dict[str, dict]
+    tensor_dir: Path
+    stacks: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def mode(self) -> str:
+        """tensor, md5 or summary (SPEC 5: the mode follows the dump)."""
+        if self.task == "tensor":
+            return "tensor"
+        return "md5" if _has_md5(self.entries) else "summary"
+
+
+def _has_md5(entries: dict[str, dict]) -> bool:
+    def walk(value: Any) -> bool:
+        if isinstance(value, dict):
+            return "md5" in value or any(walk(v) for v in value.values())
+        if isinstance(value, list):
+            return any(walk(v) for v in value)
+        return False
+
+    return any(walk(entry) for entry in entries.values())
+
+
+def load_json_file(path: Path, what: str) -> Any:
+    """Parse ``path`` (NaN/Infinity tokens allowed, as 1.1.1 writes them); errors name the file."""
+    if not path.is_file():
+        raise CompareError(f"{what} {str(path)!r} does not exist or is not a file")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CompareError(f"{what} {str(path)!r} cannot be read: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise CompareError(f"{what} {str(path)!r} is not valid JSON: {exc}") from exc
+
+
+def read_dump(path: str | os.PathLike, what: str = "dump file") -> DumpFile:
+    """Read a dump.json; ``what`` (e.g. ``"npu_path"``) names the role of the file in error messages."""
+    json_path = Path(path)
+    obj = load_json_file(json_path, what)
+    if not isinstance(obj, dict) or not isinstance(obj.get("data"), dict):
+        raise CompareError(f"{what} {str(json_path)!r} has no 'data' object: is it a dump.json written by msprobe?")
+    task = obj.get("task")
+    if not isinstance(task, str):
+        raise CompareError(f"{what} {str(json_path)!r}: 'task' is {task!r}, expected a string such as 'tensor'")
+    bad = [name for name, entry in obj["data"].items() if not isinstance(entry, dict)]
+    if bad:
+        raise CompareError(f"{what} {str(json_path)!r}: entry {bad[0]!r} is not a JSON object")
+    return DumpFile(
+        path=json_path,
+        task=task,
+        level=str(obj.get("level", "")),
+        entries=obj["data"],
+        tensor_dir=_tensor_dir(json_path, obj.get("dump_data_dir")),
+    )
+
+
+def _tensor_dir(json_path: Path, recorded: Any) -> Path:
+    """``dump_data_dir`` when it exists; else ``dump_tensor_data`` next to the dump.json.
+
+    1.1.1 recorded a path relative to the directory it was run from, which rarely exists where the
+    comparison runs; the tensors always sit next to the dump.json, so that is the fallback.
+    """
+    if isinstance(recorded, str) and recorded and Path(recorded).is_absolute() and Path(recorded).is_dir():
+        return Path(recorded)
+    return json_path.parent / TENSOR_DIR
+
+
+def read_stack(path: str | os.PathLike) -> dict[str, list[str]]:
+    """stack.json: forward entry name → frames (a list of strings, or 1.1.1's nested lists)."""
+    obj = load_json_file(Path(path), "stack_path")
+    if not isinstance(obj, dict):
+        raise CompareError(f"stack_path {str(path)!r} is not a JSON object of entry name → frames")
+    return {name: _frames(frames) for name, frames in obj.items()}
+
+
+def _frames(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [line for item in value for line in _frames(item)]
+    return [] if value is None else [str(value)]
+
+
+def read_mapping(path: str | os.PathLike) -> dict[str, str]:
+    """A ``-dm`` data mapping file: one ``npu name: bench name`` per line, ``#`` starts a comment.
+
+    This is the whole of the format 1.1.1 documents (a flat YAML mapping of names), so it is parsed
+    here rather than pulling in a YAML library. Names are entry names or row names.
+    """
+    mapping_path = Path(path)
+    if not mapping_path.is_file():
+        raise CompareError(f"data mapping file {str(mapping_path)!r} does not exist or is not a file")
+    mapping: dict[str, str] = {}
+    for number, raw in enumerate(mapping_path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        left, sep, right = line.partition(": ")
+        if not sep or not left.strip() or not right.strip():
+            raise CompareError(
+                f"data mapping file {str(mapping_path)!r} line {number}: {raw.strip()!r} is not "
+                f"'npu_name: bench_name'"
+            )
+        mapping[left.strip().strip("'\"")] = right.strip().strip("'\"")
+    return mapping
+
+
+def tensor_path(dump: DumpFile, value: dict) -> Path | None:
+    """The file of a saved tensor value, or None when the value records none."""
+    name = value.get("data_name")
+    if not isinstance(name, str) or not name or name == "-1":
+        return None
+    if os.sep in name or "/" in name or name in (".", ".."):
+        raise CompareError(f"{str(dump.path)!r}: data_name {name!r} is not a plain file name")
+    return dump.tensor_dir / name

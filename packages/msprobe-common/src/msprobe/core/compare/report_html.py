@@ -1,0 +1,138 @@
+"""compare_result_*.html: one self-contained file (no network) that starts with the answer.
+
+Order of the page: the first divergence with its stack, the worst rows, a chart of Cosine and
+relative error along execution order (inline SVG), then the full table, sortable by clicking a
+column and filterable by text or by failing rows. The rows are embedded as a JavaScript literal
+(which, unlike JSON, can hold NaN and Infinity).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from msprobe.core.compare.divergence import worst_rows
+from msprobe.core.compare.verdict import RowResult
+from msprobe.core.fileio import atomic_write_text
+
+if TYPE_CHECKING:
+    from msprobe.core.compare.engine import CompareResult
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
+table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;white-space:nowrap}
+th{background:#eee;cursor:pointer;position:sticky;top:0}tr.red td{background:#ffb3b3}tr.yellow td{background:#fff3a0}
+.box{border-left:5px solid #c00;background:#fff0f0;padding:.6em 1em}.ok{border-left-color:#080;background:#f0fff0}
+pre{white-space:pre-wrap;font-size:12px;margin:.3em 0}#wrap{max-height:70vh;overflow:auto}
+"""
+
+_JS = """
+const cols = DATA.header, rows = DATA.rows; let view = rows.map((r, i) => i), sortCol = -1, asc = true, limit = 2000;
+function cell(v){ return v === null ? '' : String(v); }
+function render(){
+  const q = document.getElementById('q').value.toLowerCase(), bad = document.getElementById('bad').checked;
+  view = rows.map((r, i) => i).filter(i => (!bad || rows[i].h) &&
+         (!q || rows[i].c.some(v => cell(v).toLowerCase().includes(q))));
+  if (sortCol >= 0) view.sort((a, b) => { const x = rows[a].c[sortCol], y = rows[b].c[sortCol];
+    const nx = typeof x === 'number', ny = typeof y === 'number';
+    const d = nx && ny ? (x - y || 0) : nx ? -1 : ny ? 1 : cell(x).localeCompare(cell(y));
+    return asc ? d : -d; });
+  const body = view.slice(0, limit).map(i => '<tr class="' + rows[i].h + '">' +
+    rows[i].c.map(v => '<td>' + cell(v).replace(/&/g,'&amp;').replace(/</g,'&lt;') + '</td>').join('') + '</tr>');
+  document.getElementById('tb').innerHTML = body.join('');
+  document.getElementById('n').textContent = view.length + ' of ' + rows.length + ' rows' +
+    (view.length > limit ? ' (first ' + limit + ' shown: refine the filter)' : '');
+}
+document.getElementById('th').innerHTML = cols.map((c, i) => '<th data-i="' + i + '">' + c + '</th>').join('');
+document.getElementById('th').onclick = e => { const i = +e.target.dataset.i; if (isNaN(i)) return;
+  asc = sortCol === i ? !asc : true; sortCol = i; render(); };
+document.getElementById('q').oninput = render; document.getElementById('bad').onchange = render; render();
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _divergence_section(result: CompareResult) -> str:
+    found = result.first_divergence
+    if found is None:
+        failing = any(r.failed for r in result.results)
+        text = "Failing rows exist only in backward entries." if failing else "No row fails."
+        return f'<div class="box ok"><b>No forward divergence found.</b> {text}</div>'
+    how = ("its inputs pass, so the error was made here" if found.inputs_pass
+           else "its inputs already fail; no entry has failing outputs with passing inputs")
+    rows = "".join(f"<li>{_e(r.npu.name if r.npu else r.bench.name)}: {_e(r.verdict)} {_e(' '.join(r.messages))}"
+                   f"</li>" for r in found.failing_rows)
+    stack = "".join(f"<pre>{_e(frame)}</pre>" for frame in found.stack) or "<p>No stack recorded.</p>"
+    return (f'<div class="box"><b>First divergence: {_e(found.entry)}</b> (row {found.position + 1}; {how})'
+            f"<ul>{rows}</ul><b>Stack</b>{stack}</div>")
+
+
+def _small_table(header: list[str], rows: list[list[Any]], highlights: list[str]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join(
+        f'<tr class="{h}">' + "".join(f"<td>{_e(v)}</td>" for v in cells) + "</tr>"
+        for cells, h in zip(rows, highlights)
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _series(result: RowResult) -> tuple[float | None, float | None]:
+    """(cosine, relative error) of one row for the chart."""
+    if result.tensor is not None:
+        return result.tensor.cosine, result.tensor.max_relative_err
+    rels = [r for _, r in result.stat_diffs if r is not None and math.isfinite(r)]
+    return None, max(rels) if rels else None
+
+
+def _chart(results: list[RowResult], mark: int | None) -> str:
+    """Inline SVG: Cosine (blue, 0..1 scale) and log10 relative error (orange) per row, in execution order."""
+    width, height, n = 1000, 220, max(len(results), 1)
+    points = [_series(r) for r in results]
+
+    def x(i: int) -> float:
+        return 40 + (width - 50) * i / max(n - 1, 1)
+
+    def line(values: list[tuple[int, float]], colour: str) -> str:
+        coords = " ".join(f"{x(i):.1f},{y:.1f}" for i, y in values)
+        return f'<polyline fill="none" stroke="{colour}" stroke-width="1.2" points="{coords}"/>' if values else ""
+
+    cos = [(i, 10 + (height - 30) * (1 - max(min(c, 1.0), 0.0))) for i, (c, _) in enumerate(points) if c is not None]
+    rel = [(i, 10 + (height - 30) * (-max(min(math.log10(max(r, 1e-12)), 0.0), -12.0) / 12))
+           for i, (_, r) in enumerate(points) if r is not None and math.isfinite(r)]
+    marker = (f'<line x1="{x(mark):.1f}" x2="{x(mark):.1f}" y1="5" y2="{height - 20}" stroke="red" '
+              f'stroke-dasharray="4"/>' if mark is not None else "")
+    return (f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">'
+            f'<rect x="40" y="10" width="{width - 50}" height="{height - 30}" fill="#fafafa" stroke="#ccc"/>'
+            f'<text x="2" y="18" font-size="10">1 / 1</text>'
+            f'<text x="2" y="{height - 20}" font-size="10">0 / 1e-12</text>'
+            f"{line(cos, '#1f5fbf')}{line(rel, '#e07b00')}{marker}"
+            f'<text x="45" y="{height - 5}" font-size="11"><tspan fill="#1f5fbf">Cosine</tspan> · '
+            f'<tspan fill="#e07b00">relative error (log10, 1 at top)</tspan> · rows in execution order'
+            f"{' · red: first divergence' if marker else ''}</text></svg>")
+
+
+def write_html(path: Path, result: CompareResult, header: list[str], cells: list[list[Any]]) -> None:
+    index_of = {id(r): i for i, r in enumerate(result.results)}
+    worst = worst_rows(result.results)
+    data = {"header": header, "rows": [{"c": c, "h": r.highlight} for c, r in zip(cells, result.results)]}
+    literal = json.dumps(data, allow_nan=True).replace("</", "<\\/")
+    worst_table = _small_table(header, [cells[index_of[id(r)]] for r in worst], [r.highlight for r in worst])
+    mark = result.first_divergence.position if result.first_divergence else None
+    page = (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>msprobe compare</title><style>{_CSS}</style>"
+        f"</head><body><h1>msprobe compare ({_e(result.mode)} mode)</h1>"
+        f"<p>NPU: {_e(result.npu_path)}<br>Bench: {_e(result.bench_path)}</p>"
+        f"<h2>First divergence</h2>{_divergence_section(result)}"
+        f"<h2>Worst rows</h2>{worst_table}"
+        f"<h2>Along execution order</h2>{_chart(result.results, mark)}"
+        f"<h2>All rows</h2><p><input id='q' placeholder='filter (any column)' size='40'> "
+        f"<label><input type='checkbox' id='bad'> highlighted rows only</label> <span id='n'></span></p>"
+        f"<div id='wrap'><table><thead><tr id='th'></tr></thead><tbody id='tb'></tbody></table></div>"
+        f"<script>const DATA = {literal};{_JS}</script></body></html>"
+    )
+    atomic_write_text(path, page)

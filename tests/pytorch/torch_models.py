@@ -1,0 +1,77 @@
+"""Small real models and a training loop shared by the PyTorch end-to-end tests."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class ConvBN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.drop = nn.Dropout(0.3)
+        self.fc = nn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.conv(x)))
+        return self.fc(self.drop(h).flatten(1))
+
+    @staticmethod
+    def batch(gen: torch.Generator):
+        return torch.randn(4, 1, 6, 6, generator=gen), torch.randint(0, 5, (4,), generator=gen)
+
+
+class GRUNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = nn.GRU(6, 8, batch_first=True)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        out, _ = self.gru(x)
+        return self.head(out[:, -1])
+
+    @staticmethod
+    def batch(gen: torch.Generator):
+        return torch.randn(3, 5, 6, generator=gen), torch.randint(0, 5, (3,), generator=gen)
+
+
+class TinyTransformer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(20, 16)
+        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):
+        return self.head(self.layer(self.embed(x)).mean(1))
+
+    @staticmethod
+    def batch(gen: torch.Generator):
+        return torch.randint(0, 20, (3, 7), generator=gen), torch.randint(0, 5, (3,), generator=gen)
+
+
+def train(model_cls, debugger=None, steps: int = 3, seed: int = 0):
+    """Train ``steps`` steps; returns (losses, parameters, gradients of the last step)."""
+    torch.manual_seed(seed)
+    model = model_cls()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    gen = torch.Generator().manual_seed(seed + 1)
+    losses = []
+    for _ in range(steps):
+        x, y = model_cls.batch(gen)
+        if debugger is not None:
+            debugger.start(model)
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if debugger is not None:
+            debugger.stop()
+            debugger.step()
+        losses.append(loss.detach().clone())
+    grads = [p.grad.detach().clone() for p in model.parameters()]
+    params = [p.detach().clone() for p in model.parameters()]
+    return losses, params, grads
