@@ -31,15 +31,14 @@ def claim_step_dir(dump_path: str | os.PathLike, step: int, rank: int | None) ->
     """
     root = check_writable_path(dump_path)
     target = step_dir(root, step, rank)
+    if target.is_symlink():
+        raise UnsafePathError(f"step directory {str(target)!r} is a symlink; refusing to write there")
     if target not in _dirs_of_this_run:
-        if target.is_symlink():
-            raise UnsafePathError(f"step directory {str(target)!r} is a symlink; refusing to write there")
         if target.is_dir() and any(target.iterdir()):
             _move_aside(target)
-        make_dir(root)
-        make_dir(target.parent)
-        make_dir(target)
         _dirs_of_this_run.add(target)
+    for directory in (root, target.parent, target):  # each level checked; recreated if removed meanwhile
+        make_dir(directory)
     return target
 
 

@@ -7,5 +7,13 @@ import, so ``msprobe --help`` stays fast.
 from __future__ import annotations
 
 from msprobe.core.cli import Command
+from msprobe.core.compare.command import compare_command
 
-COMMANDS: dict[str, Command] = {}
+
+def _numpy_loader():
+    from msprobe.mindspore.compare import load_npy
+
+    return load_npy
+
+
+COMMANDS: dict[str, Command] = {"compare": compare_command(_numpy_loader)}

@@ -1,8 +1,12 @@
 """The torch implementation of :class:`msprobe.core.events.TensorAdapter`.
 
-Statistics are launched on the tensor's device as one small computation per tensor whose result stays
-there (a 6-element float64 vector); :meth:`TorchTensorAdapter.fetch` concatenates many of them and copies
-to the host once, so a step costs one synchronisation instead of one ``.item()`` per statistic.
+On an accelerator, statistics are launched on the tensor's device as one small computation per tensor
+whose result stays there (a 6-element float64 vector); :meth:`TorchTensorAdapter.fetch` concatenates many
+of them and copies to the host once, so a step costs one synchronisation instead of one ``.item()`` per
+statistic. On the CPU the device *is* the host and there is nothing to synchronise: the statistics are
+computed at once with numpy on the tensor's own memory (no copy for float32/float64), which costs a
+fraction of the ten small torch operations the device path needs — the dispatcher overhead of those
+dominated the dump's cost on small models.
 
 Precision (SPEC 4.4): float32 is reduced in float32 (what msprobe 1.1.1 writes, so numbers compare
 equal), float16/bfloat16 are widened to float32 first so sums and norms do not overflow, integers and
@@ -12,16 +16,20 @@ float64 are reduced in float64, complex tensors over their absolute value, bool 
 from __future__ import annotations
 
 import math
+import os
+import weakref
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 
 _STAT_COUNT = 6  # max, min, mean, norm, finite max, finite min
+_RECENT_LIMIT = 4096  # tensors whose statistics are remembered for reuse
 
 
 @dataclass
@@ -71,46 +79,61 @@ class TorchTensorAdapter:
             requires_grad=tensor.requires_grad,
         )
 
-    def stats(self, tensor: torch.Tensor) -> StatsHandle:
+    def __init__(self) -> None:
+        # The output of one call is usually the input of the next: statistics of a tensor that has not
+        # changed since (same object, same version counter) are reused, not recomputed.
+        self._recent: dict[int, tuple[weakref.ref, int, StatsHandle | TensorStats]] = {}
+        self._saved: dict[int, tuple[weakref.ref, int, Path]] = {}
+
+    def stats(self, tensor: torch.Tensor) -> StatsHandle | TensorStats:
+        known = self._recent.get(id(tensor))
+        if known is not None and known[0]() is tensor and known[1] == tensor._version:
+            return known[2]
+        result = self._compute_stats(tensor)
+        if len(self._recent) >= _RECENT_LIMIT:
+            self._recent.clear()
+        self._recent[id(tensor)] = (weakref.ref(tensor), tensor._version, result)
+        return result
+
+    def _compute_stats(self, tensor: torch.Tensor) -> StatsHandle | TensorStats:
         with torch.no_grad():
             t = tensor.detach()
             if t.numel() == 0:
-                return StatsHandle(None)
+                return TensorStats(None, None, None, None)
+            if t.device.type == "cpu":
+                return _host_stats(t)
             if t.dtype == torch.bool:
                 flags = torch.stack((t.any(), t.all())).to(torch.float64)
                 return StatsHandle(torch.cat((flags, flags.new_zeros(_STAT_COUNT - 2))), is_bool=True)
             return StatsHandle(_float_stats(t))
 
-    def fetch(self, handles: list[StatsHandle]) -> list[TensorStats]:
-        live = [h.values for h in handles if h.values is not None]
-        if not live:
-            return [TensorStats(None, None, None, None) for _ in handles]
-        if len({v.device for v in live}) > 1:
-            live = [v.cpu() for v in live]
-        flat = torch.cat(live).tolist()
-        result = []
-        offset = 0
-        for handle in handles:
-            if handle.values is None:
-                result.append(TensorStats(None, None, None, None))
-                continue
-            row = flat[offset : offset + _STAT_COUNT]
-            offset += _STAT_COUNT
-            result.append(_to_stats(row, handle.is_bool))
-        return result
+    def fetch(self, handles: list[StatsHandle | TensorStats]) -> list[TensorStats]:
+        pending = [h for h in handles if isinstance(h, StatsHandle)]
+        rows = iter(_fetch_rows(pending))
+        return [h if isinstance(h, TensorStats) else _to_stats(next(rows), h.is_bool) for h in handles]
 
     def checksum(self, tensor: torch.Tensor) -> str:
         t = tensor.detach().cpu().contiguous()
         if t.dtype == torch.bfloat16:  # numpy has no bfloat16: hash the same bytes as int16
             t = t.view(torch.int16)
-        return f"{zlib.crc32(t.numpy().tobytes()) & 0xFFFFFFFF:08x}"
+        return f"{zlib.crc32(memoryview(t.numpy()).cast('B')) & 0xFFFFFFFF:08x}"
 
     def snapshot(self, tensor: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             return tensor.detach().clone()
 
     def save(self, tensor: torch.Tensor, path: Path) -> None:
-        torch.save(tensor.detach().cpu().contiguous().clone(), path)
+        known = self._saved.get(id(tensor))
+        if known is not None and known[0]() is tensor and known[1] == tensor._version and known[2].exists():
+            os.link(known[2], path)  # the same unchanged tensor again: a second name for the same file
+            return
+        t = tensor.detach().cpu().contiguous()
+        if t.untyped_storage().nbytes() != t.numel() * t.element_size():
+            t = t.clone()  # a view: save its own elements, not the whole storage behind it
+        torch.save(t, path)
+        if len(self._saved) >= _RECENT_LIMIT:
+            self._saved.clear()
+        self._saved[id(tensor)] = (weakref.ref(tensor), tensor._version, path)
 
     def encode_other(self, value: Any) -> Any:
         if isinstance(value, torch.dtype):
@@ -122,6 +145,48 @@ class TorchTensorAdapter:
         if _is_process_group(value):
             return _encode_group(value)
         return NOT_HANDLED
+
+
+def _fetch_rows(handles: list[StatsHandle]) -> list[list[float]]:
+    """The 6 numbers of each device handle, brought to the host in one transfer."""
+    if not handles:
+        return []
+    values = [h.values for h in handles]
+    if len({v.device for v in values}) > 1:
+        values = [v.cpu() for v in values]
+    flat = torch.cat(values).tolist()
+    return [flat[i : i + _STAT_COUNT] for i in range(0, len(flat), _STAT_COUNT)]
+
+
+# Below this many elements numpy's per-call cost beats torch's dispatcher; above it torch's single-pass
+# aminmax wins (measured on CPU: 12 µs vs 22 µs at 1,000 elements, 360 µs vs 267 µs at 512k).
+_NUMPY_MAX_ELEMENTS = 16384
+
+
+def _host_stats(t: torch.Tensor) -> TensorStats:
+    """Statistics of a CPU tensor, computed now, exact per dtype as on the device path: max, min, the sum
+    and the sum of squares in one reduction each (mean and norm follow on the host)."""
+    if t.dtype == torch.bool:
+        return TensorStats(bool(t.any()), bool(t.all()), None, None)
+    if t.is_complex():
+        t = t.abs()
+    if t.dtype != torch.float32:
+        # fp16/bf16 widen to float32 so sums cannot overflow; integers and float64 reduce in float64
+        t = t.float() if t.dtype in (torch.float16, torch.bfloat16) else t.double()
+    flat = t.resolve_conj().resolve_neg().reshape(-1)
+    if flat.numel() <= _NUMPY_MAX_ELEMENTS:
+        values = flat.numpy()
+        with np.errstate(invalid="ignore", over="ignore"):  # inf/nan give inf/nan statistics, as wanted
+            hi, lo, total, squares = (float(v) for v in (values.max(), values.min(), values.sum(), values @ values))
+    else:
+        lo_t, hi_t = torch.aminmax(flat)
+        hi, lo, total, squares = torch.stack((hi_t, lo_t, flat.sum(), flat @ flat)).tolist()
+    stats = TensorStats(hi, lo, total / flat.numel(), math.sqrt(squares) if squares >= 0 else squares)
+    if not (math.isfinite(hi) and math.isfinite(lo)):
+        finite = flat[torch.isfinite(flat)]
+        stats.max_except_inf_nan = float(finite.max()) if finite.numel() and not math.isfinite(hi) else None
+        stats.min_except_inf_nan = float(finite.min()) if finite.numel() and not math.isfinite(lo) else None
+    return stats
 
 
 def _to_stats(row: list[float], is_bool: bool) -> TensorStats:

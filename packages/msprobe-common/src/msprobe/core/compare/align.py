@@ -2,10 +2,9 @@
 
 msprobe 1.1.1 walked both dumps in lock step, so one extra API on either side shifted every later
 row out of its match. Here the two entry sequences are aligned like a text diff (Myers' algorithm,
-fast when the runs mostly agree): first on names (count-free under ``fuzzy``, after the ``-dm``
-mapping), then, inside each gap left by the names, on API kind plus argument structure, which
-pairs a call whose count shifted. Whatever stays unpaired is kept, so every entry of both sides
-appears in the report.
+fast when the runs mostly agree) on names and argument structure (after the ``-dm`` mapping), then
+inside each gap on looser keys (see :func:`align_entries`). Whatever stays unpaired is kept, so
+every entry of both sides appears in the report.
 """
 
 from __future__ import annotations
@@ -94,46 +93,43 @@ def align_entries(
     fuzzy: bool = False,
     mapping: dict[str, str] | None = None,
 ) -> list[tuple[str | None, str | None]]:
-    """Entry pairs in execution order; ``(name, None)`` / ``(None, name)`` for one-sided entries."""
-    npu_names, bench_names = list(npu), list(bench)
+    """Entry pairs in execution order; ``(name, None)`` / ``(None, name)`` for one-sided entries.
+
+    Passes, each run only inside the gaps the previous one left: name and argument structure; API
+    kind (count-free name) and structure, which re-pairs calls whose count shifted; name alone,
+    which pairs same-named calls whose shapes differ so the report can say so. ``fuzzy`` drops the
+    passes that look at counts.
+    """
     mapping = mapping or {}
+    shapes = {("npu", n): structure(rows) for n, rows in npu.items()}
+    shapes.update({("bench", n): structure(rows) for n, rows in bench.items()})
 
-    def name_key(name: str, side_map: dict[str, str]) -> str:
-        name = side_map.get(name, name)
-        return count_free(name) if fuzzy else name
+    def named(side: str, name: str) -> str:
+        return mapping.get(name, name) if side == "npu" else name
 
-    anchors = common_subsequence(
-        [name_key(n, mapping) for n in npu_names], [name_key(n, {}) for n in bench_names]
-    )
+    keys = [
+        lambda side, n: (named(side, n), shapes[side, n]),
+        lambda side, n: (count_free(named(side, n)), shapes[side, n]),
+        lambda side, n: named(side, n),
+    ]
+    if fuzzy:
+        keys = [keys[1], lambda side, n: count_free(named(side, n))]
+    return _align(list(npu), list(bench), keys)
+
+
+def _align(npu_names: list[str], bench_names: list[str], keys: list) -> list[tuple[str | None, str | None]]:
+    if not keys or not npu_names or not bench_names:
+        return [(n, None) for n in npu_names] + [(None, b) for b in bench_names]
+    key = keys[0]
+    anchors = common_subsequence([key("npu", n) for n in npu_names], [key("bench", b) for b in bench_names])
     pairs: list[tuple[str | None, str | None]] = []
     i = j = 0
     for ai, bj in [*anchors, (len(npu_names), len(bench_names))]:
-        pairs.extend(_fill_gap(npu_names[i:ai], bench_names[j:bj], npu, bench))
+        pairs.extend(_align(npu_names[i:ai], bench_names[j:bj], keys[1:]))
         if ai < len(npu_names):
             pairs.append((npu_names[ai], bench_names[bj]))
         i, j = ai + 1, bj + 1
     return pairs
-
-
-def _fill_gap(
-    npu_gap: list[str], bench_gap: list[str], npu: dict[str, list[Row]], bench: dict[str, list[Row]]
-) -> list[tuple[str | None, str | None]]:
-    """Inside a gap between name matches, pair entries of the same API kind and argument structure."""
-    if not npu_gap or not bench_gap:
-        return [(n, None) for n in npu_gap] + [(None, b) for b in bench_gap]
-    matched = common_subsequence(
-        [(count_free(n), structure(npu[n])) for n in npu_gap],
-        [(count_free(b), structure(bench[b])) for b in bench_gap],
-    )
-    out: list[tuple[str | None, str | None]] = []
-    i = j = 0
-    for ai, bj in [*matched, (len(npu_gap), len(bench_gap))]:
-        out.extend((n, None) for n in npu_gap[i:ai])
-        out.extend((None, b) for b in bench_gap[j:bj])
-        if ai < len(npu_gap):
-            out.append((npu_gap[ai], bench_gap[bj]))
-        i, j = ai + 1, bj + 1
-    return out
 
 
 def pair_rows(npu_rows: list[Row], bench_rows: list[Row], mapping: dict[str, str] | None = None) -> list[RowPair]:

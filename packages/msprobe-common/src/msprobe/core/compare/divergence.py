@@ -2,7 +2,8 @@
 
 The first divergence is the earliest forward entry whose outputs fail while none of its inputs do:
 the error was made there rather than carried in. When every failing entry already had failing
-inputs, the earliest entry with a failing output is named instead, and the report says so.
+inputs, the earliest entry with a failing output is named instead, and the report says so; when no
+forward output fails at all, backward entries are searched the same way.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from msprobe.core.compare.verdict import DIFFERENT, RowResult
-from msprobe.core.naming import BACKWARD, parse_name
+from msprobe.core.naming import BACKWARD, FORWARD, parse_name
 
 
 @dataclass(frozen=True)
@@ -42,17 +43,30 @@ def group_by_entry(results: list[RowResult]) -> list[tuple[int, list[RowResult]]
 
 
 def first_divergence(results: list[RowResult], stacks: dict[str, list[str]]) -> Divergence | None:
-    fallback: Divergence | None = None
-    for position, rows in group_by_entry(results):
-        failing = [r for r in rows if r.part == "output" and r.failed]
-        if not failing or _is_backward(rows[0].entry):
-            continue
-        inputs_pass = not any(r.failed for r in rows if r.part == "input")
-        found = Divergence(rows[0].entry, position, failing, inputs_pass, stacks.get(rows[0].entry, []))
-        if inputs_pass:
-            return found
-        fallback = fallback or found
-    return fallback
+    """Forward entries are searched first (SPEC 5); backward ones only when no forward output fails."""
+    groups = group_by_entry(results)
+    for backward in (False, True):
+        fallback: Divergence | None = None
+        for position, rows in groups:
+            failing = [r for r in rows if r.part == "output" and r.failed]
+            if not failing or _is_backward(rows[0].entry) != backward:
+                continue
+            inputs_pass = not any(r.failed for r in rows if r.part == "input")
+            stack = stacks.get(rows[0].entry) or stacks.get(_forward_of(rows[0].entry), [])
+            found = Divergence(rows[0].entry, position, failing, inputs_pass, stack)
+            if inputs_pass:
+                return found
+            fallback = fallback or found
+        if fallback is not None:
+            return fallback
+    return None
+
+
+def _forward_of(name: str) -> str:
+    try:
+        return parse_name(name).twin(FORWARD)
+    except ValueError:
+        return name
 
 
 def _badness(result: RowResult) -> tuple:

@@ -60,9 +60,7 @@ def _e(value: Any) -> str:
 def _divergence_section(result: CompareResult) -> str:
     found = result.first_divergence
     if found is None:
-        failing = any(r.failed for r in result.results)
-        text = "Failing rows exist only in backward entries." if failing else "No row fails."
-        return f'<div class="box ok"><b>No forward divergence found.</b> {text}</div>'
+        return '<div class="box ok"><b>No divergence found:</b> no output row fails.</div>'
     how = ("its inputs pass, so the error was made here" if found.inputs_pass
            else "its inputs already fail; no entry has failing outputs with passing inputs")
     rows = "".join(f"<li>{_e(r.npu.name if r.npu else r.bench.name)}: {_e(r.verdict)} {_e(' '.join(r.messages))}"

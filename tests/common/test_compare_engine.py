@@ -1,0 +1,168 @@
+"""The engine end to end on dumps generated here with numpy (.npy tensors), and on 1.1.1's headers."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import openpyxl
+import pytest
+
+from msprobe.core.compare import CompareError, CompareOptions, compare_dumps
+from msprobe.core.compare.command import compare_command
+from msprobe.core.compare.distributed import compare_steps
+from msprobe.core.compare.report_xlsx import write_xlsx
+from msprobe.core.compare.table import columns
+
+DATA = Path(__file__).parent / "data" / "compare_ref"
+
+
+def tensor_value(array: np.ndarray, data_name: str) -> dict:
+    a = array.astype(np.float64)
+    return {"type": "mindspore.Tensor", "dtype": "Float32", "shape": list(array.shape), "Max": a.max(),
+            "Min": a.min(), "Mean": a.mean(), "Norm": float(np.linalg.norm(a)), "data_name": data_name}
+
+
+def write_dump(rank_dir: Path, calls: list[tuple[str, list[np.ndarray], list[np.ndarray]]], task="tensor") -> Path:
+    """A dump.json (+ .npy files) of forward calls ``(entry, inputs, outputs)``, as msprobe writes them."""
+    tensors = rank_dir / "dump_tensor_data"
+    tensors.mkdir(parents=True)
+    data = {}
+    for entry, inputs, outputs in calls:
+        record = {"input_args": [], "input_kwargs": {}, "output": []}
+        for part, key, arrays in (("input", "input_args", inputs), ("output", "output", outputs)):
+            for i, array in enumerate(arrays):
+                name = f"{entry}.{part}.{i}.npy"
+                np.save(tensors / name, array)
+                record[key].append(tensor_value(array, name))
+        data[entry] = record
+    (rank_dir / "dump.json").write_text(json.dumps({"task": task, "level": "L1", "dump_data_dir": None, "data": data}))
+    (rank_dir / "stack.json").write_text(json.dumps({e: [f"File model.py, line {i}, in forward"]
+                                                     for i, (e, _, _) in enumerate(calls)}))
+    return rank_dir / "dump.json"
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """NPU side with an extra API and an error introduced in Torch.mul; bench in float64-exact terms."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    y = np.exp(x)
+    bad = (y * 2 + rng.normal(0, 0.5, y.shape)).astype(np.float32)
+    npu_calls = [("Torch.exp.0.forward", [x], [y]), ("Torch.cast.0.forward", [y], [y]),
+                 ("Torch.mul.0.forward", [y], [bad]), ("Torch.sum.0.forward", [bad], [bad.sum(keepdims=True)])]
+    bench_calls = [("Torch.exp.0.forward", [x], [y]), ("Torch.mul.0.forward", [y], [y * 2]),
+                   ("Torch.sum.0.forward", [y * 2], [(y * 2).sum(keepdims=True)])]
+    npu = write_dump(tmp_path / "npu" / "rank", npu_calls)
+    return npu, write_dump(tmp_path / "bench" / "rank", bench_calls), bad, y
+
+
+def test_extra_api_does_not_shift_and_first_divergence_is_found(pair, tmp_path):
+    npu, bench, bad, y = pair
+    result = compare_dumps(npu, bench, tmp_path / "out", np.load, options=CompareOptions(with_stack=True, workers=1))
+    names = [(r.npu.name if r.npu else None, r.bench.name if r.bench else None, r.verdict) for r in result.results]
+    assert ("Torch.cast.0.forward.input.0", None, "Unmatched") in names
+    assert ("Torch.sum.0.forward.input.0", "Torch.sum.0.forward.input.0", "No") in names
+    assert result.first_divergence.entry == "Torch.mul.0.forward"
+    assert result.first_divergence.inputs_pass
+    assert result.first_divergence.stack == ["File model.py, line 2, in forward"]
+    mul_out = next(r for r in result.results if r.npu and r.npu.name == "Torch.mul.0.forward.output.0")
+    n, b = bad.astype(np.float64).ravel(), (y * 2).astype(np.float64).ravel()
+    assert mul_out.tensor.cosine == pytest.approx(n @ b / np.linalg.norm(n) / np.linalg.norm(b), rel=1e-12)
+    assert mul_out.highlight == "red"
+
+
+def test_reports_columns_highlights_and_html(pair, tmp_path):
+    npu, bench, _, _ = pair
+    result = compare_dumps(npu, bench, tmp_path / "out", np.load, options=CompareOptions(with_stack=True, workers=1))
+    xlsx = result.reports["xlsx"]
+    assert re.fullmatch(r"compare_result_\d{14}\.xlsx", xlsx.name)
+    sheet = openpyxl.load_workbook(xlsx).active
+    header = [c.value for c in sheet[1]]
+    assert header == columns("tensor", True)
+    red = [row[0].value for row in sheet.iter_rows(min_row=2) if row[0].fill.fgColor.rgb == "FFFF0000"]
+    assert "Torch.mul.0.forward.output.0" in red
+    csv_text = result.reports["csv"].read_text()
+    assert csv_text.splitlines()[0].split(",")[:3] == ["NPU Name", "Bench Name", "NPU Dtype"]
+    page = result.reports["html"].read_text()
+    assert "<script src" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+    assert page.index("First divergence: Torch.mul.0.forward") < page.index("Worst rows") < page.index("All rows")
+
+
+@pytest.mark.parametrize("mode, reference", [("tensor", "cmp_tensor_L1"), ("summary", "cmp_statistics_mix"),
+                                             ("md5", "cmp_md5_L1")])
+def test_columns_equal_1_1_1(mode, reference):
+    sheet = openpyxl.load_workbook(DATA / f"{reference}.xlsx").active
+    want = [c.value for c in sheet[1]]
+    assert columns(mode, with_stack=True) == want
+    assert columns(mode, with_stack=False) == [c for c in want if c != "NPU_Stack_Info"]
+
+
+def test_xlsx_continues_on_further_sheets(tmp_path):
+    path = tmp_path / "r.xlsx"
+    sheets = write_xlsx(path, ["a", "b"], (([i, str(i)], "") for i in range(7)), max_rows=3)
+    book = openpyxl.load_workbook(path)
+    assert sheets == 4 and book.sheetnames == ["Sheet", "Sheet2", "Sheet3", "Sheet4"]
+    assert [c.value for c in book["Sheet2"][1]] == ["a", "b"] and book["Sheet4"]["A2"].value == 6
+
+
+def test_parallel_workers_give_the_same_numbers(tmp_path):
+    rng = np.random.default_rng(1)
+    calls = [(f"Torch.add.{i}.forward", [rng.standard_normal(50).astype(np.float32)], [np.ones(3, np.float32)])
+             for i in range(40)]
+    noisy = [(e, [a[0] * 1.01], o) for e, a, o in calls]
+    npu, bench = write_dump(tmp_path / "n", noisy), write_dump(tmp_path / "b", calls)
+    one = compare_dumps(npu, bench, tmp_path / "o1", np.load, options=CompareOptions(workers=1, progress=False))
+    two = compare_dumps(npu, bench, tmp_path / "o2", np.load, options=CompareOptions(workers=2, progress=False))
+    assert [r.tensor.cosine for r in one.results] == [r.tensor.cosine for r in two.results]
+
+
+def test_mismatched_tasks_and_bad_files_name_the_file(pair, tmp_path):
+    npu, bench, _, _ = pair
+    calls = [("Torch.exp.0.forward", [np.ones(2)], [np.ones(2)])]
+    stats = write_dump(tmp_path / "s" / "rank", calls, task="statistics")
+    with pytest.raises(CompareError, match="tensor dump.*summary dump"):
+        compare_dumps(npu, stats, tmp_path / "o", np.load)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(CompareError, match=re.escape(str(broken))):
+        compare_dumps(npu, broken, tmp_path / "o", np.load)
+    with pytest.raises(CompareError, match="npu_path.*does not exist"):
+        compare_dumps(tmp_path / "missing.json", bench, tmp_path / "o", np.load)
+
+
+def test_cli_command_and_its_errors(pair, tmp_path, msprobe_log):
+    npu, bench, _, _ = pair
+    import argparse
+
+    command = compare_command(lambda: np.load)
+    parser = argparse.ArgumentParser()
+    command.configure(parser)
+    config = tmp_path / "compare.json"
+    config.write_text(json.dumps({"npu_path": str(npu), "bench_path": str(bench), "is_print_compare_log": True}))
+    out = tmp_path / "cli"
+    assert command.run(parser.parse_args(["-i", str(config), "-o", str(out), "-s", "-j", "1"])) == 0
+    assert len(list(out.glob("compare_result_*.xlsx"))) == 1
+    assert "first divergence: Torch.mul.0.forward" in msprobe_log.text()
+    config.write_text(json.dumps({"npu_path": str(npu)}))
+    assert command.run(parser.parse_args(["-i", str(config), "-o", str(out)])) == 2
+    assert "'bench_path' is missing" in msprobe_log.text()
+
+
+def test_multi_rank_compares_each_rank_and_names_the_first_divergent_one(tmp_path):
+    x = np.linspace(-1, 1, 32).astype(np.float32)
+    good = [("Torch.exp.0.forward", [x], [np.exp(x)]), ("Torch.mul.0.forward", [np.exp(x)], [np.exp(x) * 2])]
+    late = [good[0], ("Torch.mul.0.forward", [np.exp(x)], [-np.exp(x)])]
+    early = [("Torch.exp.0.forward", [x], [-np.exp(x)]), good[1]]
+    for rank, calls in enumerate([good, late, early]):
+        write_dump(tmp_path / "npu" / "step0" / f"rank{rank}", calls)
+        write_dump(tmp_path / "bench" / "step0" / f"rank{rank}", good)
+    result = compare_steps(tmp_path / "npu" / "step0", tmp_path / "bench" / "step0", tmp_path / "out", np.load,
+                           CompareOptions(workers=2, progress=False))
+    assert sorted(result.ranks) == [0, 1, 2] and result.first_rank == 2
+    assert result.ranks[0].first_divergence is None
+    assert len(list((tmp_path / "out").glob("compare_result_rank*_*.xlsx"))) == 3
+    summary = result.summary.read_text().splitlines()
+    assert summary[3].startswith("2,") and "Torch.exp.0.forward" in summary[3]

@@ -1,0 +1,121 @@
+"""Overhead of the PyTorch debugger: a small transformer trained on CPU, bare and under each
+task/level, in one process, alternating modes round by round so that machine noise hits all alike.
+
+Prints the median step time of each mode and its ratio to the bare run (SPEC 10 targets:
+statistics ≤ 1.5×, md5 ≤ 2×, tensor ≤ 5×, idle ≤ 1.02×).
+
+    python tools/bench/overhead.py [--rounds 5] [--steps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from msprobe.core.debugger import BaseDebugger
+from msprobe.pytorch import PrecisionDebugger
+
+MODES = {
+    "bare": None,
+    "idle (loaded, step not selected)": dict(task="statistics", level="L1", step=[10**6]),
+    "statistics L1": dict(task="statistics", level="L1"),
+    "statistics mix": dict(task="statistics", level="mix"),
+    "md5 L1": dict(task="statistics", level="L1", summary_mode="md5"),
+    "tensor L1": dict(task="tensor", level="L1"),
+}
+
+
+VOCAB, WIDTH, BATCH, SEQUENCE = 1000, 128, 16, 64
+
+
+class SmallTransformer(nn.Module):
+    """2 encoder layers, width 128, 16 sequences of 64 tokens: about 0.6M parameters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, WIDTH)
+        layer = nn.TransformerEncoderLayer(WIDTH, 4, 4 * WIDTH, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(WIDTH, VOCAB)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(self.embed(tokens)))
+
+
+def make_debugger(spec: dict | None, dump_path: Path):
+    if spec is None:
+        return None
+    spec = dict(spec)
+    summary_mode = spec.pop("summary_mode", None)
+    if summary_mode is None:
+        return PrecisionDebugger(dump_path=str(dump_path), **spec)
+    config = dump_path.parent / "md5.json"
+    config.write_text(
+        f'{{"task": "statistics", "dump_path": "{dump_path}", "level": "{spec["level"]}",'
+        f' "statistics": {{"summary_mode": "{summary_mode}"}}}}'
+    )
+    return PrecisionDebugger(config_path=str(config))
+
+
+def run_steps(model, optimizer, debugger, batches) -> list[float]:
+    times = []
+    for tokens, targets in batches:
+        begin = time.perf_counter()
+        if debugger is not None:
+            debugger.start(model)
+        loss = nn.functional.cross_entropy(model(tokens).flatten(0, 1), targets.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if debugger is not None:
+            debugger.stop()
+            debugger.step()
+        times.append(time.perf_counter() - begin)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    args = parser.parse_args()
+    logging.getLogger("msprobe").setLevel(logging.ERROR)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = SmallTransformer()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = [
+        (torch.randint(0, VOCAB, (BATCH, SEQUENCE)), torch.randint(0, VOCAB, (BATCH, SEQUENCE)))
+        for _ in range(args.steps)
+    ]
+    run_steps(model, optimizer, None, batches)  # warm-up
+    samples: dict[str, list[float]] = {mode: [] for mode in MODES}
+    scratch = Path(tempfile.mkdtemp(prefix="msprobe-bench-"))
+    try:
+        for _ in range(args.rounds):
+            for mode, spec in MODES.items():
+                dump_path = scratch / "dump"
+                debugger = make_debugger(spec, dump_path)
+                samples[mode] += run_steps(model, optimizer, debugger, batches)
+                if BaseDebugger._active is not None:
+                    BaseDebugger._active.finish()
+                shutil.rmtree(dump_path, ignore_errors=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    bare = statistics.median(samples["bare"])
+    print(f"{'mode':36s} {'median step (ms)':>17s} {'ratio to bare':>14s}")
+    for mode, values in samples.items():
+        median = statistics.median(values)
+        print(f"{mode:36s} {median * 1000:17.2f} {median / bare:13.2f}x")
+
+
+if __name__ == "__main__":
+    main()
