@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from msprobe.core.encode import encode_value, to_json_ready
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 
-REFERENCE = "/work/shared/reference-outputs"
+REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs")
 
 
 class ArrayLeaf:

@@ -6,6 +6,7 @@ import glob
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,7 @@ from msprobe.core.naming import (
     tensor_file_name,
 )
 
-REFERENCE = "/work/shared/reference-outputs"
+REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs")
 
 API_CASES = [
     # full name, prefix, api, count, direction

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from msprobe.core.select import Selector
 
-REFERENCE = "/work/shared/reference-outputs/mindspore"
+REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs") + "/mindspore"
 
 # One training step of a small model at level mix, as an interceptor reports it: ("begin", name) when
 # an entry starts, ("end", name) when a module's forward finishes.

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ from msprobe.core import writers
 from msprobe.core.fileio import UnsafePathError
 from msprobe.core.writers import StepWriter, read_json, step_dir, write_json_atomic
 
-REFERENCE = "/work/shared/reference-outputs/pytorch"
+REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs") + "/pytorch"
 
 
 @pytest.fixture(autouse=True)
