@@ -112,3 +112,24 @@ def test_save_writes_npy_and_bfloat16_as_float32(tmp_path):
 def test_encode_other():
     assert ADAPTER.encode_other(ms.float16) == {"type": "mindspore.dtype", "value": "Float16"}
     assert ADAPTER.encode_other(object()) is NOT_HANDLED
+
+
+@pytest.mark.parametrize("values", [
+    np.array([[1.5, -2.0, 3.25], [0.5, 7.0, -1.0]], np.float32),
+    np.array([1.0, np.inf, -3.0, np.nan], np.float32),
+    np.arange(-5, 6, dtype=np.int32),
+    np.array([True, False]),
+], ids=["float32", "non-finite", "int32", "bool"])
+def test_device_path_agrees_with_the_host_path(values):
+    """On CPU the adapter reduces with numpy; the MindSpore-op path used on GPU/Ascend runs here too."""
+    from msprobe.mindspore.adapter import MindSporeTensorAdapter, device_stats
+
+    adapter = MindSporeTensorAdapter()
+    host = adapter.stats(ms.Tensor(values))
+    [device] = adapter.fetch([device_stats(ms.Tensor(values))])
+    for field in ("max", "min", "mean", "norm", "max_except_inf_nan", "min_except_inf_nan"):
+        a, b = getattr(host, field), getattr(device, field)
+        if a is None or b is None or isinstance(a, bool):
+            assert a == b, field
+        else:
+            assert a == pytest.approx(b, rel=1e-6, nan_ok=True), field

@@ -140,3 +140,24 @@ def test_describe_and_encode_other():
     assert adapter.encode_other(torch.Size([2, 3])) == [{"type": "int", "value": 2}, {"type": "int", "value": 3}]
     assert adapter.encode_other(object()) is NOT_HANDLED
     assert adapter.is_tensor(torch.zeros(1)) and not adapter.is_tensor(1.0)
+
+
+@pytest.mark.parametrize("values", [
+    torch.tensor([[1.5, -2.0, 3.25], [0.5, 7.0, -1.0]]),
+    torch.tensor([1.0, float("inf"), -3.0, float("nan")]),
+    torch.arange(-5, 6, dtype=torch.int32),
+    torch.randn(20000),  # above the numpy threshold: torch's single-pass host reduction
+], ids=["float32", "non-finite", "int32", "large"])
+def test_device_path_agrees_with_the_host_path(values):
+    """On CPU the adapter computes at once; the accelerator path (launch, then one fetch) runs here too."""
+    from msprobe.pytorch.adapter import StatsHandle, TorchTensorAdapter, _float_stats
+
+    adapter = TorchTensorAdapter()
+    host = adapter.stats(values)
+    [device] = adapter.fetch([StatsHandle(_float_stats(values))])
+    for field in ("max", "min", "mean", "norm", "max_except_inf_nan", "min_except_inf_nan"):
+        a, b = getattr(host, field), getattr(device, field)
+        if a is None or b is None:
+            assert a == b, field
+        else:
+            assert a == pytest.approx(b, rel=1e-5, nan_ok=True), field

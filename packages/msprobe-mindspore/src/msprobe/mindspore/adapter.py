@@ -1,8 +1,10 @@
 """MindSpore tensors for the framework-free collector (``msprobe.core.events.TensorAdapter``).
 
-Statistics are launched as MindSpore ops on the tensor's device and stay there as one small float64
-tensor per input tensor (max, min, mean, norm, finite max, finite min); :meth:`fetch` stacks all
-pending handles and copies them to the host in one transfer. Exactness (SPEC 4.4): integer and
+On an accelerator, statistics are launched as MindSpore ops on the tensor's device and stay there as
+one small float64 tensor per input tensor (max, min, mean, norm, finite max, finite min); :meth:`fetch`
+stacks all pending handles and copies them to the host in one transfer. On the CPU the tensor already
+lives in host memory: its statistics are computed at once by :func:`msprobe.core.host_stats.array_stats`
+(numpy), which costs a small fraction of the ten MindSpore ops of the device path. Exactness (SPEC 4.4): integer and
 float64 tensors are reduced in float64, float16/bfloat16 in float32, complex tensors over their
 absolute value; bool tensors give any/all and no mean/norm; empty tensors give nothing.
 
@@ -25,6 +27,7 @@ import numpy as np
 
 import mindspore
 from mindspore import ops
+from msprobe.core.host_stats import array_stats
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 
 _FLOAT64_REDUCED = (mindspore.float64, mindspore.int8, mindspore.int16, mindspore.int32, mindspore.int64,
@@ -65,29 +68,20 @@ class MindSporeTensorAdapter:
     def describe(self, tensor: mindspore.Tensor) -> TensorRecord:
         return TensorRecord(self.type_name, str(tensor.dtype), tuple(tensor.shape))
 
-    def stats(self, tensor: mindspore.Tensor) -> StatsHandle:
-        if tensor.size == 0:
-            return StatsHandle("empty", None)
-        if tensor.dtype == mindspore.bool_:
-            flat = tensor.reshape(-1)
-            values = ops.stack([flat.any(), flat.all()]).astype(mindspore.float64)
-            return StatsHandle("bool", ops.concat([values, ops.zeros(4, mindspore.float64)]))
-        x = _reduction_input(tensor).reshape(-1)
-        finite = ops.isfinite(x)
-        neg_inf, pos_inf, nan = _constants(x.dtype)
-        # MindSpore's CPU max/min skip NaN; like numpy and torch, a NaN anywhere makes both NaN
-        has_nan = ops.isnan(x).any()
-        values = ops.stack([
-            ops.where(has_nan, nan, x.max()), ops.where(has_nan, nan, x.min()),
-            x.mean(), ops.sqrt(ops.reduce_sum(x * x)),
-            ops.where(finite, x, neg_inf).max(), ops.where(finite, x, pos_inf).min(),
-        ])
-        return StatsHandle("number", values.astype(mindspore.float64))
+    def stats(self, tensor: mindspore.Tensor) -> StatsHandle | TensorStats:
+        if _on_host():
+            if tensor.dtype == mindspore.bfloat16:
+                tensor = tensor.astype(mindspore.float32)  # numpy has no bfloat16; exact widening
+            return array_stats(tensor.asnumpy())
+        return device_stats(tensor)
 
-    def fetch(self, handles: list[StatsHandle]) -> list[TensorStats]:
-        pending = [h.values for h in handles if h.kind != "empty"]
+    def fetch(self, handles: list[StatsHandle | TensorStats]) -> list[TensorStats]:
+        pending = [h.values for h in handles if isinstance(h, StatsHandle) and h.kind != "empty"]
         rows = iter(ops.stack(pending).asnumpy().tolist() if pending else [])
-        return [_to_stats(h.kind, next(rows) if h.kind != "empty" else None) for h in handles]
+        return [
+            h if isinstance(h, TensorStats) else _to_stats(h.kind, next(rows) if h.kind != "empty" else None)
+            for h in handles
+        ]
 
     def checksum(self, tensor: mindspore.Tensor) -> str:
         return f"{zlib.crc32(np.ascontiguousarray(tensor.asnumpy()).tobytes()) & 0xFFFFFFFF:08x}"
@@ -104,6 +98,32 @@ class MindSporeTensorAdapter:
         if isinstance(value, mindspore.dtype.Type):
             return {"type": "mindspore.dtype", "value": str(value)}
         return NOT_HANDLED
+
+
+def device_stats(tensor: mindspore.Tensor) -> StatsHandle:
+    """The statistics as MindSpore ops, left on the tensor's device (GPU/Ascend; runs on CPU too)."""
+    if tensor.size == 0:
+        return StatsHandle("empty", None)
+    if tensor.dtype == mindspore.bool_:
+        flat = tensor.reshape(-1)
+        values = ops.stack([flat.any(), flat.all()]).astype(mindspore.float64)
+        return StatsHandle("bool", ops.concat([values, ops.zeros(4, mindspore.float64)]))
+    x = _reduction_input(tensor).reshape(-1)
+    finite = ops.isfinite(x)
+    neg_inf, pos_inf, nan = _constants(x.dtype)
+    # MindSpore's CPU max/min skip NaN; like numpy and torch, a NaN anywhere makes both NaN
+    has_nan = ops.isnan(x).any()
+    values = ops.stack([
+        ops.where(has_nan, nan, x.max()), ops.where(has_nan, nan, x.min()),
+        x.mean(), ops.sqrt(ops.reduce_sum(x * x)),
+        ops.where(finite, x, neg_inf).max(), ops.where(finite, x, pos_inf).min(),
+    ])
+    return StatsHandle("number", values.astype(mindspore.float64))
+
+
+def _on_host() -> bool:
+    """True when MindSpore computes on the CPU, where tensors live in host memory."""
+    return mindspore.get_context("device_target") == "CPU"
 
 
 def _to_stats(kind: str, row: list[float] | None) -> TensorStats:

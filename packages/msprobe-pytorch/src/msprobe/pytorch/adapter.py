@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
+from msprobe.core.host_stats import array_stats, with_finite_extremes
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 
 _STAT_COUNT = 6  # max, min, mean, norm, finite max, finite min
@@ -164,29 +164,20 @@ _NUMPY_MAX_ELEMENTS = 16384
 
 
 def _host_stats(t: torch.Tensor) -> TensorStats:
-    """Statistics of a CPU tensor, computed now, exact per dtype as on the device path: max, min, the sum
-    and the sum of squares in one reduction each (mean and norm follow on the host)."""
-    if t.dtype == torch.bool:
-        return TensorStats(bool(t.any()), bool(t.all()), None, None)
-    if t.is_complex():
-        t = t.abs()
-    if t.dtype != torch.float32:
-        # fp16/bf16 widen to float32 so sums cannot overflow; integers and float64 reduce in float64
-        t = t.float() if t.dtype in (torch.float16, torch.bfloat16) else t.double()
-    flat = t.resolve_conj().resolve_neg().reshape(-1)
-    if flat.numel() <= _NUMPY_MAX_ELEMENTS:
-        values = flat.numpy()
-        with np.errstate(invalid="ignore", over="ignore"):  # inf/nan give inf/nan statistics, as wanted
-            hi, lo, total, squares = (float(v) for v in (values.max(), values.min(), values.sum(), values @ values))
-    else:
-        lo_t, hi_t = torch.aminmax(flat)
-        hi, lo, total, squares = torch.stack((hi_t, lo_t, flat.sum(), flat @ flat)).tolist()
-    stats = TensorStats(hi, lo, total / flat.numel(), math.sqrt(squares) if squares >= 0 else squares)
-    if not (math.isfinite(hi) and math.isfinite(lo)):
-        finite = flat[torch.isfinite(flat)]
-        stats.max_except_inf_nan = float(finite.max()) if finite.numel() and not math.isfinite(hi) else None
-        stats.min_except_inf_nan = float(finite.min()) if finite.numel() and not math.isfinite(lo) else None
-    return stats
+    """Statistics of a CPU tensor, computed now: small tensors through numpy (shared with MindSpore),
+    large ones with torch's single-pass aminmax plus a sum and a dot product."""
+    if t.dtype == torch.bfloat16:
+        t = t.float()  # numpy has no bfloat16
+    t = t.resolve_conj().resolve_neg()
+    if t.numel() <= _NUMPY_MAX_ELEMENTS or t.dtype == torch.bool or t.is_complex():
+        return array_stats(t.numpy())
+    flat = t.reshape(-1)
+    if flat.dtype != torch.float32:
+        flat = flat.float() if flat.dtype == torch.float16 else flat.double()
+    low, high = torch.aminmax(flat)
+    high, low, total, squares = torch.stack((high, low, flat.sum(), flat @ flat)).tolist()
+    stats = TensorStats(high, low, total / flat.numel(), math.sqrt(squares) if squares >= 0 else squares)
+    return with_finite_extremes(stats, flat.numpy())
 
 
 def _to_stats(row: list[float], is_bool: bool) -> TensorStats:
