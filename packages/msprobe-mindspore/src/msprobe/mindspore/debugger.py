@@ -15,12 +15,11 @@ from msprobe.mindspore.hooks import Interceptor
 
 def current_rank() -> int | None:
     """The rank of this process when MindSpore's communication is initialised, else None."""
-    try:
-        from mindspore.communication import get_rank
+    from mindspore.communication import get_rank
+    from mindspore.communication.management import GlobalComm
 
-        return int(get_rank())
-    except (RuntimeError, ValueError):
-        return None
+    # get_rank() answers 0 even without init(); only an initialised job has ranks (dir "rank" otherwise)
+    return int(get_rank()) if GlobalComm.INITED else None
 
 
 class PrecisionDebugger(BaseDebugger):
