@@ -189,3 +189,49 @@ def test_rerunning_into_the_same_dump_path_moves_the_old_step_aside(tmp_path, ti
     assert len(moved) == 1 and json.loads((moved[0] / "dump.json").read_text()) == {"from": "an earlier run"}
     assert "Functional.linear.0.forward" in load(tmp_path / "dump")["data"]
     assert "moved" in msprobe_log.text()
+
+
+def test_module_dump_collects_the_module_as_one_unit(tmp_path):
+    from msprobe.pytorch import module_dump, module_dump_end
+
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 2))
+    x = torch.randn(10, 8)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "dump"), task="statistics", level="L1")
+    debugger.start()
+    before = torch.tanh(x)
+    module_dump(block, "MyModuleOP")
+    out = block(before)
+    module_dump_end()
+    out.sum().backward()
+    debugger.stop()
+    data = load(tmp_path / "dump")["data"]
+    assert "Torch.tanh.0.forward" in data and "Tensor.sum.0.forward" in data
+    assert "Module.MyModuleOP.Sequential.forward.0" in data
+    assert "Module.MyModuleOP.Sequential.backward.0" in data
+    assert not any(name.startswith(("Functional.linear", "Functional.relu")) for name in data)
+    entry = data["Module.MyModuleOP.Sequential.forward.0"]
+    assert_stats(entry["input_args"][0], torch.tanh(x).numpy())
+    assert_stats(entry["output"][0], out.detach().numpy())
+    grads = data["Module.MyModuleOP.Sequential.backward.0"]
+    assert_stats(grads["input"][0], np.ones((10, 2), np.float32))
+
+
+def test_enable_dataloader_drives_the_steps_and_is_deprecated(tmp_path, msprobe_log):
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    original_next = _BaseDataLoaderIter.__next__
+    path = config_file(tmp_path, task="statistics", level="L1", step=[0, 1], enable_dataloader=True)
+    debugger = PrecisionDebugger(config_path=path)
+    assert "deprecated" in msprobe_log.text()
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    loader = DataLoader(TensorDataset(torch.randn(8, 3)), batch_size=2)
+    for (batch,) in loader:  # no start/stop/step calls in the loop
+        model(batch).sum().backward()
+    dumps = sorted(p.parent.parent.name for p in (tmp_path / "dump").rglob("dump.json"))
+    assert dumps == ["step0", "step1"]
+    assert "Functional.linear.0.forward" in load(tmp_path / "dump", step=1)["data"]
+    assert debugger._session.finished
+    assert _BaseDataLoaderIter.__next__ is original_next

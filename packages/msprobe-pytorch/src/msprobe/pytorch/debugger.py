@@ -12,6 +12,7 @@ from msprobe.core.debugger import DUMP_TASKS, BaseDebugger
 from msprobe.core.log import logger
 from msprobe.core.session import Session, dump_collector
 from msprobe.pytorch.adapter import TorchTensorAdapter
+from msprobe.pytorch.dataloader import DataLoaderSteps
 from msprobe.pytorch.dropout import DropoutOff
 from msprobe.pytorch.grad_probe import GradMonitor
 from msprobe.pytorch.hooks import Interceptor
@@ -36,6 +37,7 @@ class PrecisionDebugger(BaseDebugger):
     def _setup(self, config: DebuggerConfig) -> None:
         self._dropout = DropoutOff()
         self._ranks_checked = False
+        self._dataloader_steps: DataLoaderSteps | None = None
         if config.level == "L2":
             logger.error(
                 "level L2 (kernel dump) needs an Ascend NPU with torch_npu; this debugger collects nothing here"
@@ -46,8 +48,10 @@ class PrecisionDebugger(BaseDebugger):
                 dump_collector(config, TorchTensorAdapter()),
                 lambda sink: Interceptor(sink, level=config.level),
                 current_rank,
-                on_finish=self._dropout.restore,
+                on_finish=self._restore,
             )
+            if config.enable_dataloader:
+                self._dataloader_steps = DataLoaderSteps(self)
         elif config.task == "grad_probe":
             section = config.section
             self._grad_monitor = GradMonitor(
@@ -64,6 +68,13 @@ class PrecisionDebugger(BaseDebugger):
             warn_unknown_ranks(self.config, torch.distributed.get_world_size())
             self._ranks_checked = True
         super().start(model)
+
+    def _restore(self) -> None:
+        """Undo what collection changed in the user's world (dropout p, the DataLoader patch)."""
+        self._dropout.restore()
+        if self._dataloader_steps is not None:
+            self._dataloader_steps.remove()
+            self._dataloader_steps = None
 
     def monitor(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> None:
         """task grad_probe: record each selected parameter's gradient after every optimizer step."""

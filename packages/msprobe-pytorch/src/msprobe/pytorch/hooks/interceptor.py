@@ -34,6 +34,8 @@ class Interceptor:
             self._operators = OperatorNames(self._api_mode)
             self._collectives = CollectiveWrappers(self._recorder)
         self._modules: ModuleHooks | None = None
+        self._solo: ModuleHooks | None = None  # module_dump's module, while its window is open
+        self._resume_after_solo = False
 
     @property
     def enabled(self) -> bool:
@@ -67,6 +69,11 @@ class Interceptor:
         """Stop collecting and take every hook off. Backward passes still pending are not reported."""
         if not self.enabled:
             return
+        if self._solo is not None:  # stopped inside a module_dump window: only the solo hooks are on
+            self._resume_after_solo = False
+            self.end_module_dump()
+            self._recorder.active = False
+            return
         self._recorder.active = False
         if self._modules is not None:
             self._modules.remove()
@@ -75,11 +82,35 @@ class Interceptor:
             self._operators.remove()
             self._api_mode.__exit__(None, None, None)
 
+    def dump_module(self, module: torch.nn.Module, name: str) -> None:
+        """``module_dump``: until :meth:`end_module_dump`, collect only ``module``'s own calls, named
+        ``Module.{name}.{Class}.{forward|backward}.{n}``; its children and the APIs inside it are not."""
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"module_dump: module must be a torch.nn.Module, got {type(module).__name__}")
+        self.end_module_dump()
+        self._resume_after_solo = self.enabled
+        if self.enabled:
+            self.disable()
+            self._recorder.active = True  # only the solo hooks below are installed
+        self._solo = ModuleHooks(self._recorder, module, as_name=name)
+        self._solo.install()
+
+    def end_module_dump(self) -> None:
+        """Close the ``module_dump`` window: collection goes back to what the level asks for."""
+        if self._solo is None:
+            return
+        self._solo.remove()
+        self._solo = None
+        if self._resume_after_solo:
+            self._recorder.active = False
+            self.enable()
+
     def reset_counts(self) -> None:
         """A new step: every API and module counts from 0 again."""
         self._recorder.counter.reset()
 
     def detach(self) -> None:
         """Remove every hook and restore everything wrapped; the interceptor can be attached again."""
+        self.end_module_dump()
         self.disable()
         self.attach(None)

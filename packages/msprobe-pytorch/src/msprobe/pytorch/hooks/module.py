@@ -42,18 +42,26 @@ class _Hook:
 
 
 class ModuleHooks:
-    def __init__(self, recorder: Recorder, model: torch.nn.Module) -> None:
+    """Hooks on every named submodule of ``model`` — or, with ``as_name``, on ``model`` alone under that
+    name (``module_dump``: the module is collected as one unit, its children are not)."""
+
+    def __init__(self, recorder: Recorder, model: torch.nn.Module, *, as_name: str | None = None) -> None:
         self._recorder = recorder
         self._model = model
+        self._as_name = as_name
         self._handles: list[Any] = []
         self._pending: dict[int, list[Pending]] = {}
+
+    def _named_modules(self) -> list[tuple[str, torch.nn.Module]]:
+        if self._as_name is not None:
+            return [(self._as_name, self._model)]
+        # the root model is not named (SPEC 4.1)
+        return [(path, module) for path, module in self._model.named_modules() if path]
 
     def install(self) -> None:
         if self._handles:
             return
-        for path, module in self._model.named_modules():
-            if not path:  # the root model is not named (SPEC 4.1)
-                continue
+        for path, module in self._named_modules():
             key = f"Module.{path}.{type(module).__name__}"
             self._handles.append(
                 module.register_forward_pre_hook(_Hook(self._pre_hook(path, key)), with_kwargs=True)
