@@ -1,9 +1,10 @@
-"""msprobe quickstart (``make demo``): dump a small model in fp32 and under bf16 autocast on CPU.
+"""msprobe quickstart (``make demo``): dump a small model in fp32 and under bf16 autocast, then compare.
 
 The same model, data and seed run twice for three training steps, once in plain fp32 and once under
 ``torch.autocast("cpu", dtype=torch.bfloat16)`` — the situation of a user whose loss drifts after a
-change of precision or device. Each run is dumped with PrecisionDebugger (statistics, level mix);
-the script prints the losses and where each dump lies.
+change of precision or device. Each run is dumped with PrecisionDebugger (task tensor, level mix);
+then the bf16 dump (the "NPU" side) is compared with the fp32 one (the bench side), and the script
+prints the first divergence and where the reports are.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from msprobe.pytorch import PrecisionDebugger, seed_all
+from msprobe.pytorch import PrecisionDebugger, compare, seed_all
 
 
 class TinyNet(nn.Module):
@@ -39,7 +40,7 @@ def train(dump_path: Path, bf16: bool, steps: int = 3) -> list[float]:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     data = torch.randn(steps, 8, 1, 8, 8)
     labels = torch.randint(0, 10, (steps, 8))
-    debugger = PrecisionDebugger(dump_path=str(dump_path), task="statistics", level="mix")
+    debugger = PrecisionDebugger(dump_path=str(dump_path), task="tensor", level="mix")
     losses = []
     for step in range(steps):
         debugger.start(model)
@@ -69,8 +70,20 @@ def main(argv: list[str] | None = None) -> int:
     for label, path in runs.items():
         dumps = sorted(path.glob("step*/rank*/dump.json"))
         print(f"{label:26s} {len(dumps)} step dumps, e.g. {dumps[0]}")
-    print(f"\nCompare them: put npu_path/bench_path of one step in compare.json, then\n"
-          f"  msprobe -f pytorch compare -i compare.json -o {out / 'compare'}")
+    step0 = {side: runs[label] / "step0" / "rank" for side, label in
+             (("npu", "bf16 autocast (NPU side)"), ("bench", "fp32 (bench side)"))}
+    result = compare(
+        {"npu_path": str(step0["npu"] / "dump.json"), "bench_path": str(step0["bench"] / "dump.json"),
+         "stack_path": str(step0["npu"] / "stack.json")},
+        out / "compare", stack_mode=True,
+    )
+    print()
+    if result.first_divergence is None:
+        print("no divergence found in step 0")
+    else:
+        print(f"first divergence in step 0: {result.first_divergence.entry}")
+    for kind, path in sorted(result.reports.items()):
+        print(f"{kind:5s} report: {path}")
     return 0
 
 

@@ -166,3 +166,40 @@ def test_multi_rank_compares_each_rank_and_names_the_first_divergent_one(tmp_pat
     assert len(list((tmp_path / "out").glob("compare_result_rank*_*.xlsx"))) == 3
     summary = result.summary.read_text().splitlines()
     assert summary[3].startswith("2,") and "Torch.exp.0.forward" in summary[3]
+
+
+def embedded(page: str) -> dict:
+    return json.loads(page.split("const DATA = ", 1)[1].split(";\nconst cols", 1)[0])
+
+
+def test_html_table_is_capped_but_keeps_divergence_and_worst_rows_and_points_to_the_full_table(tmp_path):
+    from msprobe.core.compare.divergence import worst_rows
+    from msprobe.core.compare.report_html import write_html
+    from msprobe.core.compare.table import row_cells
+
+    x = np.linspace(1, 2, 4).astype(np.float32)
+    calls = [(f"Torch.add.{i}.forward", [x], [x + 1]) for i in range(150)]
+    noisy = list(calls)
+    noisy[120] = ("Torch.add.120.forward", [x], [(x + 1) * 3])  # the first divergence, far past the cap
+    noisy[140] = ("Torch.add.140.forward", [x * 2], [(x + 1) * 5])  # fails, but its input already fails
+    npu = write_dump(tmp_path / "n", noisy, task="statistics")
+    bench = write_dump(tmp_path / "b", calls, task="statistics")
+    result = compare_dumps(npu, bench, tmp_path / "out", np.load, options=CompareOptions(workers=1, progress=False))
+    assert result.first_divergence.entry == "Torch.add.120.forward" and len(result.results) == 300
+    full = embedded(result.reports["html"].read_text())
+    assert [r["n"] for r in full["rows"]] == list(range(1, 301))
+
+    page_path = tmp_path / "capped.html"
+    shown = write_html(page_path, result, columns("summary", False), lambda r: row_cells(r, False, {}),
+                       [result.reports["xlsx"], result.reports["csv"]], max_rows=40)
+    page = page_path.read_text()
+    rows = embedded(page)["rows"]
+    numbers = [r["n"] for r in rows]
+    assert shown == len(rows) == 40 and numbers == sorted(numbers)
+    by_name = {r["c"][0]: r for r in rows}
+    assert {"Torch.add.120.forward.input.0", "Torch.add.120.forward.output.0"} <= set(by_name)
+    assert by_name["Torch.add.120.forward.output.0"]["n"] == 242 and by_name["Torch.add.120.forward.output.0"]["h"]
+    worst_names = {r.npu.name for r in worst_rows(result.results) if r.failed}
+    assert worst_names and worst_names <= set(by_name)
+    assert "40 of 300 rows embedded" in page and result.reports["xlsx"].name in page
+    assert result.reports["csv"].name in page

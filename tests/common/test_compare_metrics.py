@@ -7,7 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from msprobe.core.compare.metrics import MSG_EMPTY, MSG_ONE_ZERO, MSG_SCALAR, compare_tensors, stat_diff
+from msprobe.core.compare.metrics import (
+    MSG_ALL_NONFINITE,
+    MSG_EMPTY,
+    MSG_NO_FINITE_PAIR,
+    MSG_ONE_ZERO,
+    MSG_SCALAR,
+    compare_tensors,
+    stat_diff,
+)
 
 
 def reference(n: np.ndarray, b: np.ndarray) -> dict:
@@ -90,6 +98,13 @@ def test_inf_nan_at_different_positions_are_counted():
 def test_all_nan_leaves_nothing_to_compare():
     got = compare_tensors(np.full(3, np.nan), np.full(3, np.nan))
     assert got.max_abs_err is None and got.nonfinite_mismatch == 0
+    assert got.messages == (MSG_ALL_NONFINITE,)
+
+
+def test_an_overflowed_scalar_reports_the_mismatch_only():
+    got = compare_tensors(np.array([np.inf], np.float16), np.array([7e5], np.float32))
+    assert got.max_abs_err is None and got.nonfinite_mismatch == 1
+    assert "1 of 1" in got.messages[0] and got.messages[1:] == (MSG_NO_FINITE_PAIR,)
 
 
 def test_shape_mismatch_and_empty():

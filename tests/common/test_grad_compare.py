@@ -193,3 +193,12 @@ def test_clear_errors_for_missing_inputs_and_mismatched_shapes(tmp_path, msprobe
     msprobe_log.records.clear()
     assert compare_command(str(tmp_path / "nowhere"), str(tmp_path / "a"), str(tmp_path / "out")) == 1
     assert any(r.levelno == logging.ERROR and "nowhere" in r.getMessage() for r in msprobe_log.records)
+
+
+def test_grad_comparator_is_importable_from_every_package():
+    import msprobe.core
+    from msprobe.mindspore import GradComparator as from_mindspore
+    from msprobe.pytorch import GradComparator as from_pytorch
+
+    assert msprobe.core.GradComparator is GradComparator
+    assert from_pytorch is GradComparator and from_mindspore is GradComparator

@@ -40,7 +40,7 @@ def test_float_statistics_match_float64_numpy(dtype, rel):
 
 def test_float32_matches_what_1_1_1_wrote():
     # reference-outputs/pytorch/pt_statistics_L1_fp32: input of Functional.conv2d.0.forward
-    # (extremes exactly; mean and norm to float32 rounding: we accumulate the mean in float64)
+    # (extremes exactly; mean and norm to float32 rounding: the summation order differs from torch.mean)
     torch.manual_seed(1)
     got = _stats(torch.randn(2, 1, 4, 4))
     assert (got.max, got.min) == (1.6871134042739868, -2.2455577850341797)

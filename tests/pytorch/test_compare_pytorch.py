@@ -66,3 +66,55 @@ def test_loader_upcasts_bf16_and_refuses_non_tensors(tmp_path):
     torch.save({"a": torch.ones(1)}, path)
     with pytest.raises(TypeError, match="not a tensor"):
         load_pt(path)
+
+
+class ConvNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 4, 3)
+        self.fc = torch.nn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).flatten(1))
+
+
+def dump_step(root: Path, autocast: bool) -> Path:
+    """One training step dumped by our PrecisionDebugger (task tensor, level mix), in fp32 or under bf16 autocast.
+    Inputs of magnitude ~1000 make bf16's rounding (8 units at 1024) exceed MaxAbsErr 1 at the first conv."""
+    from msprobe.core.debugger import BaseDebugger
+    from msprobe.pytorch import PrecisionDebugger
+
+    torch.manual_seed(0)
+    net = ConvNet()
+    x = torch.randn(3, 2, 8, 8) * 1000
+    debugger = PrecisionDebugger(dump_path=str(root), task="tensor", level="mix", step=[0])
+    debugger.start(net)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        loss = torch.nn.functional.cross_entropy(net(x), torch.tensor([0, 3, 1]))
+    loss.backward()
+    debugger.stop()
+    debugger.step()
+    if BaseDebugger._active is not None:
+        BaseDebugger._active.finish()
+    return root / "step0" / "rank" / "dump.json"
+
+
+def test_our_own_autocast_dumps_match_row_for_row_and_name_the_first_conv(tmp_path, msprobe_log):
+    bench, npu = dump_step(tmp_path / "fp32", False), dump_step(tmp_path / "bf16", True)
+    assert "\n" in npu.read_text().strip()  # one entry per line: still one JSON document
+    result = compare({"npu_path": str(npu), "bench_path": str(bench)}, tmp_path / "out", workers=1)
+    matched = [r for r in result.results if r.npu and r.bench and r.npu.name == r.bench.name]
+    assert len(result.results) >= 50 and len(matched) == len(result.results)
+    names = {r.npu.name for r in matched}
+    assert {"Module.conv.Conv2d.forward.0.output.0", "Functional.conv2d.0.backward.output.1"} <= names
+    found = result.first_divergence
+    assert found.entry == "Functional.conv2d.0.forward" and found.inputs_pass
+    conv_out = found.failing_rows[0]
+    assert conv_out.npu.value["dtype"] == "torch.bfloat16" and conv_out.bench.value["dtype"] == "torch.float32"
+    n, b = (torch.load(path.parent / "dump_tensor_data" / "Functional.conv2d.0.forward.output.0.pt",
+                       weights_only=True).double() for path in (npu, bench))
+    assert conv_out.tensor.max_abs_err == (n - b).abs().max().item() > 1
+    assert conv_out.verdict == "No"
+    assert any("test_compare_pytorch.py" in frame for frame in found.stack)
+    warning = next(m for m in msprobe_log.messages if m.startswith("first divergence:"))
+    assert "test_compare_pytorch.py" in warning  # the user's frame, not torch's conv.py

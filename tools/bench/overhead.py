@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import shutil
-import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +22,9 @@ from torch import nn
 
 from msprobe.core.debugger import BaseDebugger
 from msprobe.pytorch import PrecisionDebugger
+
+sys.path.insert(0, str(Path(__file__).parent))
+from table import print_table  # noqa: E402
 
 MODES = {
     "bare": None,
@@ -65,10 +68,11 @@ def make_debugger(spec: dict | None, dump_path: Path):
     return PrecisionDebugger(config_path=str(config))
 
 
-def run_steps(model, optimizer, debugger, batches) -> list[float]:
+def run_steps(model, optimizer, debugger, batches) -> list[tuple[float, float]]:
+    """(wall seconds, CPU seconds of this process) per step."""
     times = []
     for tokens, targets in batches:
-        begin = time.perf_counter()
+        begin, begin_cpu = time.perf_counter(), time.process_time()
         if debugger is not None:
             debugger.start(model)
         loss = nn.functional.cross_entropy(model(tokens).flatten(0, 1), targets.flatten())
@@ -78,7 +82,7 @@ def run_steps(model, optimizer, debugger, batches) -> list[float]:
         if debugger is not None:
             debugger.stop()
             debugger.step()
-        times.append(time.perf_counter() - begin)
+        times.append((time.perf_counter() - begin, time.process_time() - begin_cpu))
     return times
 
 
@@ -97,7 +101,7 @@ def main() -> None:
         for _ in range(args.steps)
     ]
     run_steps(model, optimizer, None, batches)  # warm-up
-    samples: dict[str, list[float]] = {mode: [] for mode in MODES}
+    samples: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
     scratch = Path(tempfile.mkdtemp(prefix="msprobe-bench-"))
     try:
         for _ in range(args.rounds):
@@ -110,11 +114,7 @@ def main() -> None:
                 shutil.rmtree(dump_path, ignore_errors=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    bare = statistics.median(samples["bare"])
-    print(f"{'mode':36s} {'median step (ms)':>17s} {'ratio to bare':>14s}")
-    for mode, values in samples.items():
-        median = statistics.median(values)
-        print(f"{mode:36s} {median * 1000:17.2f} {median / bare:13.2f}x")
+    print_table(samples)
 
 
 if __name__ == "__main__":

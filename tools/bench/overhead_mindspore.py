@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import shutil
-import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +21,9 @@ from mindspore import Tensor, nn, ops
 
 from msprobe.core.debugger import BaseDebugger
 from msprobe.mindspore import PrecisionDebugger
+
+sys.path.insert(0, str(Path(__file__).parent))
+from table import print_table  # noqa: E402
 
 MODES = {
     "bare": None,
@@ -65,10 +68,10 @@ def main() -> None:
         for _ in range(args.steps)
     ]
 
-    def run(debugger) -> list[float]:
+    def run(debugger) -> list[tuple[float, float]]:
         times = []
         for x, y in batches:
-            begin = time.perf_counter()
+            begin, begin_cpu = time.perf_counter(), time.process_time()
             if debugger is not None:
                 debugger.start(net)
             loss, grads = grad_fn(x, y)
@@ -77,11 +80,11 @@ def main() -> None:
             if debugger is not None:
                 debugger.stop()
                 debugger.step()
-            times.append(time.perf_counter() - begin)
+            times.append((time.perf_counter() - begin, time.process_time() - begin_cpu))
         return times
 
     run(None)  # warm-up
-    samples: dict[str, list[float]] = {mode: [] for mode in MODES}
+    samples: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
     scratch = Path(tempfile.mkdtemp(prefix="msprobe-bench-ms-"))
     try:
         for _ in range(args.rounds):
@@ -93,11 +96,7 @@ def main() -> None:
                 shutil.rmtree(scratch / "dump", ignore_errors=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    bare = statistics.median(samples["bare"])
-    print(f"{'mode':36s} {'median step (ms)':>17s} {'ratio to bare':>14s}")
-    for mode, values in samples.items():
-        median = statistics.median(values)
-        print(f"{mode:36s} {median * 1000:17.2f} {median / bare:13.2f}x")
+    print_table(samples)
 
 
 if __name__ == "__main__":

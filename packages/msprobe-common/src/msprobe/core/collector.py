@@ -22,6 +22,7 @@ from msprobe.core.writers import StepWriter
 # Entries held before their statistics are fetched in one transfer and streamed to the writer.
 FETCH_BATCH = 512
 _LEVELS_WITH_MODULES = ("L0", "mix")
+TENSOR_TASKS = ("tensor", "overflow_check")  # tasks whose entries come with their tensor files
 
 
 class DumpCollector:
@@ -42,7 +43,7 @@ class DumpCollector:
         self.dump_path = dump_path
         self.selector = selector
         self.adapter = adapter
-        self.save_tensors = task == "tensor"
+        self.save_tensors = task in TENSOR_TASKS
         self.with_md5 = summary_mode == "md5"
         self._writer: StepWriter | None = None
         self._modules: list[str] = []  # forward module names currently running, innermost last
@@ -73,15 +74,15 @@ class DumpCollector:
         self._writer.close()
         self._writer = None
 
+    @property
+    def exhausted(self) -> bool:
+        """True when this collector wants nothing more in this run (the session then finishes)."""
+        return False
+
     # ------------------------------------------------------------------ CallSink
     def forward_start(self, call: Call) -> bool:
-        selected = self.selector.begin(call.name)
-        parent = self._modules[-1] if self._modules else None
-        if call.is_module:
-            self._modules.append(call.name)
-        if not selected:
+        if not self._enter(call):
             return False
-        self._parents[call.name] = parent
         entry: dict = {}
         if self.selector.wants(call.name):
             if self.selector.wants(call.name, "input"):
@@ -92,10 +93,7 @@ class DumpCollector:
         return self.selector.wants(backward_name(call.name))
 
     def forward_end(self, call: Call, output: Any) -> None:
-        if call.is_module:
-            if self._modules and self._modules[-1] == call.name:
-                self._modules.pop()
-            self.selector.end(call.name)
+        self._leave(call)
         entry = call.extra.pop("msprobe.entry", None)
         if entry is None or not self.selector.wants(call.name):
             return
@@ -116,6 +114,23 @@ class DumpCollector:
         self._complete(name, entry, backward_name(parent) if parent else None)
 
     # ------------------------------------------------------------------ internals
+    def _enter(self, call: Call) -> bool:
+        """A forward starts: track the module nesting (construct.json parents); True when selected."""
+        selected = self.selector.begin(call.name)
+        parent = self._modules[-1] if self._modules else None
+        if call.is_module:
+            self._modules.append(call.name)
+        if selected:
+            self._parents[call.name] = parent
+        return selected
+
+    def _leave(self, call: Call) -> None:
+        """A forward ended: a module's span closes."""
+        if call.is_module:
+            if self._modules and self._modules[-1] == call.name:
+                self._modules.pop()
+            self.selector.end(call.name)
+
     def _encode(self, value: Any, entry: str, part: str, *, as_list: bool = False) -> Any:
         if as_list and not isinstance(value, (list, tuple)):
             value = (value,)

@@ -8,6 +8,7 @@ so that hooks know nothing about files while writers know nothing about framewor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,6 +23,9 @@ class Call:
     ``name`` is the full forward entry name (``Torch.add.0.forward``, ``Module.fc.Linear.forward.0``)
     built with :mod:`msprobe.core.naming`. ``args``/``kwargs`` are the real call arguments, handed to the
     sink *before* the call runs, so an in-place API's inputs can be recorded as they were.
+
+    ``rerun`` (API calls only, else ``None``) runs the real API again, unrecorded:
+    ``call.rerun(*args, **kwargs)``. Free benchmark uses it to run an API on perturbed inputs.
     """
 
     name: str
@@ -30,6 +34,7 @@ class Call:
     is_module: bool = False
     mutates_inputs: bool = False
     extra: dict = field(default_factory=dict)
+    rerun: Callable[..., Any] | None = None
 
 
 class CallSink(Protocol):
@@ -39,13 +44,29 @@ class CallSink(Protocol):
     def forward_start(self, call: Call) -> bool:
         """Before the real call. Return True when the sink wants this call's backward entry too."""
 
-    def forward_end(self, call: Call, output: Any) -> None:
-        """After the real call returned ``output``."""
+    def forward_end(self, call: Call, output: Any) -> Any:
+        """After the real call returned ``output``. Return a replacement output for the user (free
+        benchmark ``fix``), or ``None`` to keep ``output``; module forwards ignore the answer."""
 
     def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
         """The backward of ``call`` ran: ``grad_input`` are the gradients flowing into it (one per forward
         output), ``grad_output`` those it produced for its tensor inputs, in forward argument order
         (``None`` where an input needs no gradient)."""
+
+
+class StepCollector(CallSink, Protocol):
+    """A sink the session drives step by step (dump, overflow check, free benchmark)."""
+
+    selector: Any  # msprobe.core.select.Selector: step and rank decide when the session starts it
+
+    @property
+    def exhausted(self) -> bool:
+        """True when the collector wants nothing more in this run; the session then finishes."""
+
+    def begin_step(self, step: int, rank: int | None) -> None: ...
+
+    def end_step(self) -> None:
+        """Write what is pending for this step."""
 
 
 class TensorAdapter(Protocol):

@@ -12,8 +12,9 @@ from typing import Any
 
 from msprobe.core.collector import DumpCollector
 from msprobe.core.config import DebuggerConfig
-from msprobe.core.events import CallSink, Interceptor
+from msprobe.core.events import CallSink, Interceptor, StepCollector
 from msprobe.core.log import logger, set_rank
+from msprobe.core.overflow import OverflowCollector
 from msprobe.core.select import Selector
 
 MODULE_LEVELS = ("L0", "mix")
@@ -44,13 +45,25 @@ def dump_collector(config: DebuggerConfig, adapter: Any) -> DumpCollector:
     )
 
 
+def overflow_collector(config: DebuggerConfig, adapter: Any) -> OverflowCollector:
+    """The collector of task ``overflow_check`` (levels L0 and L1)."""
+    return OverflowCollector(
+        level=config.level,
+        framework=config.framework,
+        dump_path=config.dump_path,
+        selector=selector_for(config),
+        adapter=adapter,
+        overflow_nums=config.section.overflow_nums,
+    )
+
+
 class Session:
     """Step and rank bookkeeping around one interceptor and one collector."""
 
     def __init__(
         self,
         config: DebuggerConfig,
-        collector: DumpCollector,
+        collector: StepCollector,
         make_interceptor: Callable[[CallSink], Interceptor],
         current_rank: Callable[[], int | None],
         on_finish: Callable[[], None] = lambda: None,
@@ -101,7 +114,11 @@ class Session:
         self.current_step += 1
         self.interceptor.reset_counts()
         last = self.selector.last_step()
-        if last is not None and self.current_step > last and not self.finished:
+        if self.finished:
+            return
+        if self.collector.exhausted:
+            self.finish()
+        elif last is not None and self.current_step > last:
             self.finish()
 
     def finish(self) -> None:

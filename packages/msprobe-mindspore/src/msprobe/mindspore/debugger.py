@@ -7,10 +7,12 @@ from typing import Any
 
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.debugger import DUMP_TASKS, BaseDebugger
-from msprobe.core.session import Session, dump_collector
+from msprobe.core.free_benchmark import free_benchmark_collector
+from msprobe.core.session import Session, dump_collector, overflow_collector
 from msprobe.mindspore.adapter import MindSporeTensorAdapter
 from msprobe.mindspore.grad_probe import GradMonitor
 from msprobe.mindspore.hooks import Interceptor
+from msprobe.mindspore.tasks.free_benchmark import MindSporeBenchmarkOps
 
 
 def current_rank() -> int | None:
@@ -29,13 +31,24 @@ class PrecisionDebugger(BaseDebugger):
     framework = "mindspore"
 
     def _setup(self, config: DebuggerConfig) -> None:
-        if config.task in DUMP_TASKS and config.level != "L2":
+        if config.is_static_graph and config.task in (*DUMP_TASKS, "overflow_check"):
+            from msprobe.mindspore.graph_dump import GraphDumpSession  # static graph: MindSpore's kernel dump
+
+            self._session = GraphDumpSession(config, current_rank)  # type: ignore[assignment]
+        elif config.task in DUMP_TASKS and config.level != "L2":
             self._session = Session(
                 config,
                 dump_collector(config, MindSporeTensorAdapter()),
                 lambda sink: Interceptor(sink, level=config.level),
                 current_rank,
             )
+        elif config.task in ("overflow_check", "free_benchmark") and config.level != "L2":
+            collector = (
+                overflow_collector(config, MindSporeTensorAdapter()) if config.task == "overflow_check"
+                else free_benchmark_collector(config, MindSporeBenchmarkOps())
+            )
+            level = config.level if config.task == "overflow_check" else "L1"
+            self._session = Session(config, collector, lambda sink: Interceptor(sink, level=level), current_rank)
         elif config.task == "grad_probe":
             section = config.section
             self._grad_monitor = GradMonitor(
@@ -44,7 +57,8 @@ class PrecisionDebugger(BaseDebugger):
         else:
             raise self._unsupported(
                 f"task {config.task!r} at level {config.level!r}",
-                "statistics and tensor at L0, L1 and mix (PyNative), grad_probe",
+                "statistics and tensor at L0, L1 and mix (PyNative), overflow_check (L0, L1), free_benchmark, "
+                "grad_probe",
             )
 
     def monitor(self, optimizer: Any) -> None:

@@ -9,13 +9,15 @@ import torch
 
 from msprobe.core.config import DebuggerConfig, warn_unknown_ranks
 from msprobe.core.debugger import DUMP_TASKS, BaseDebugger
+from msprobe.core.free_benchmark import free_benchmark_collector
 from msprobe.core.log import logger
-from msprobe.core.session import Session, dump_collector
+from msprobe.core.session import Session, dump_collector, overflow_collector
 from msprobe.pytorch.adapter import TorchTensorAdapter
 from msprobe.pytorch.dataloader import DataLoaderSteps
 from msprobe.pytorch.dropout import DropoutOff
 from msprobe.pytorch.grad_probe import GradMonitor
 from msprobe.pytorch.hooks import Interceptor
+from msprobe.pytorch.tasks.free_benchmark import TorchBenchmarkOps
 
 
 def current_rank() -> int | None:
@@ -52,17 +54,33 @@ class PrecisionDebugger(BaseDebugger):
             )
             if config.enable_dataloader:
                 self._dataloader_steps = DataLoaderSteps(self)
+        elif config.task == "overflow_check":
+            self._session = Session(
+                config,
+                overflow_collector(config, TorchTensorAdapter()),
+                lambda sink: Interceptor(sink, level=config.level),
+                current_rank,
+            )
+        elif config.task == "free_benchmark":
+            self._session = Session(
+                config,
+                free_benchmark_collector(config, TorchBenchmarkOps()),
+                lambda sink: Interceptor(sink, level="L1"),
+                current_rank,
+            )
         elif config.task == "grad_probe":
             section = config.section
             self._grad_monitor = GradMonitor(
                 config.dump_path, section.grad_level, section.param_list, section.bounds, config.step, config.rank
             )
         else:
-            raise self._unsupported(f"task {config.task!r}", "statistics, tensor, grad_probe")
+            raise self._unsupported(
+                f"task {config.task!r}", "statistics, tensor, overflow_check, free_benchmark, grad_probe"
+            )
 
     def start(self, model: Any = None) -> None:
         model = model if model is not None else self.model
-        if self._session is not None and model is not None:
+        if self._session is not None and model is not None and self.config.task in DUMP_TASKS:
             self._dropout.apply(model)
         if not self._ranks_checked and current_rank() is not None:
             warn_unknown_ranks(self.config, torch.distributed.get_world_size())

@@ -62,6 +62,15 @@ def first_divergence(results: list[RowResult], stacks: dict[str, list[str]]) -> 
     return None
 
 
+_LIBRARY_DIRS = ("site-packages", "dist-packages")
+
+
+def user_frame(stack: list[str]) -> str | None:
+    """The innermost frame outside installed libraries: for a layer call the frames start inside torch's
+    or mindspore's own code, which says nothing about where the user's model made the call."""
+    return next((frame for frame in stack if not any(d in frame for d in _LIBRARY_DIRS)), stack[0] if stack else None)
+
+
 def _forward_of(name: str) -> str:
     try:
         return parse_name(name).twin(FORWARD)

@@ -145,7 +145,8 @@ def _run_jobs(jobs: list, workers: int, show_progress: bool) -> Iterator[TensorM
 
 
 def default_workers() -> int:
-    return max(1, min(8, (os.cpu_count() or 2) - 1))
+    """One worker per CPU, at most 8: the parent only collects results while the workers compute."""
+    return max(1, min(8, os.cpu_count() or 1))
 
 
 def compute_tensor_rows(results: list[RowResult], pending: list[int], npu: DumpFile, bench: DumpFile,

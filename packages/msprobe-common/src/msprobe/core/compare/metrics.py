@@ -29,6 +29,7 @@ MSG_EMPTY = "This is empty data, can not compare."
 MSG_SCALAR = "Single element: Cosine is not defined, judged on MaxAbsErr."
 MSG_ONE_ZERO = "One side is all zeros: Cosine is not defined, judged on MaxAbsErr."
 MSG_ALL_NONFINITE = "Every element is inf/nan at the same positions on both sides: nothing left to compare."
+MSG_NO_FINITE_PAIR = "No element is finite on both sides: nothing left to compare past the inf/nan mismatch."
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def compare_tensors(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
     n, b = n[both_finite], b[both_finite]
     if n.size == 0:
         return TensorMetrics(npu=npu_stats, bench=bench_stats, nonfinite_mismatch=mismatch,
-                             messages=(*messages, MSG_ALL_NONFINITE))
+                             messages=(*messages, MSG_NO_FINITE_PAIR if mismatch else MSG_ALL_NONFINITE))
     abs_err = np.abs(n - b)
     rel = relative_errors(abs_err, b)
     cos, why = cosine(n, b)

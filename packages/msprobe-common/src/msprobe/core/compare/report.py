@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from msprobe.core.compare.divergence import user_frame
 from msprobe.core.compare.report_html import write_html
 from msprobe.core.compare.report_xlsx import write_xlsx
 from msprobe.core.compare.table import PERCENT_COLUMNS, columns, row_cells
@@ -27,7 +28,7 @@ def write_reports(
         PERCENT_COLUMNS.get(result.mode, set()),
     )
     write_csv(paths["csv"], header, (row_cells(r, with_stack, stacks) for r in result.results))
-    write_html(paths["html"], result, header, [row_cells(r, with_stack, stacks) for r in result.results])
+    write_html(paths["html"], result, header, lambda r: row_cells(r, with_stack, stacks), [paths["xlsx"], paths["csv"]])
     announce(result, paths)
     return paths
 
@@ -39,7 +40,7 @@ def announce(result: CompareResult, paths: dict[str, Path]) -> None:
     if found is None:
         logger.info("compare (%s mode): %d rows, none failing", result.mode, len(result.results))
     else:
-        where = found.stack[0] if found.stack else "no stack recorded"
+        where = user_frame(found.stack) or "no stack recorded"
         how = "its inputs pass" if found.inputs_pass else "its inputs already fail"
         logger.warning(
             "first divergence: %s (%s; %d failing output rows) at %s", found.entry, how,

@@ -4,6 +4,12 @@ Order of the page: the first divergence with its stack, the worst rows, a chart 
 relative error along execution order (inline SVG), then the full table, sortable by clicking a
 column and filterable by text or by failing rows. The rows are embedded as a JavaScript literal
 (which, unlike JSON, can hold NaN and Infinity).
+
+A browser chokes on a page of millions of rows, so the embedded table is capped (``HTML_MAX_ROWS``):
+past the cap it keeps the first divergence's rows, the worst rows, then highlighted rows, then the
+rest in execution order, shows each with its row number in the full report, and says that the
+xlsx/csv hold every row. The chart is likewise reduced to at most ``CHART_POINTS`` buckets, each
+drawn at its worst value so that a single bad row stays visible.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +28,9 @@ from msprobe.core.fileio import atomic_write_text
 if TYPE_CHECKING:
     from msprobe.core.compare.engine import CompareResult
 
+HTML_MAX_ROWS = 20_000
+CHART_POINTS = 2_000
+
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
 table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;white-space:nowrap}
@@ -30,17 +40,19 @@ pre{white-space:pre-wrap;font-size:12px;margin:.3em 0}#wrap{max-height:70vh;over
 """
 
 _JS = """
-const cols = DATA.header, rows = DATA.rows; let view = rows.map((r, i) => i), sortCol = -1, asc = true, limit = 2000;
+const cols = ['Row', ...DATA.header], rows = DATA.rows;
+let view = rows.map((r, i) => i), sortCol = -1, asc = true, limit = 2000;
 function cell(v){ return v === null ? '' : String(v); }
+function val(r, i){ return i === 0 ? r.n : r.c[i - 1]; }
 function render(){
   const q = document.getElementById('q').value.toLowerCase(), bad = document.getElementById('bad').checked;
   view = rows.map((r, i) => i).filter(i => (!bad || rows[i].h) &&
          (!q || rows[i].c.some(v => cell(v).toLowerCase().includes(q))));
-  if (sortCol >= 0) view.sort((a, b) => { const x = rows[a].c[sortCol], y = rows[b].c[sortCol];
+  if (sortCol >= 0) view.sort((a, b) => { const x = val(rows[a], sortCol), y = val(rows[b], sortCol);
     const nx = typeof x === 'number', ny = typeof y === 'number';
     const d = nx && ny ? (x - y || 0) : nx ? -1 : ny ? 1 : cell(x).localeCompare(cell(y));
     return asc ? d : -d; });
-  const body = view.slice(0, limit).map(i => '<tr class="' + rows[i].h + '">' +
+  const body = view.slice(0, limit).map(i => '<tr class="' + rows[i].h + '"><td>' + rows[i].n + '</td>' +
     rows[i].c.map(v => '<td>' + cell(v).replace(/&/g,'&amp;').replace(/</g,'&lt;') + '</td>').join('') + '</tr>');
   document.getElementById('tb').innerHTML = body.join('');
   document.getElementById('n').textContent = view.length + ' of ' + rows.length + ' rows' +
@@ -82,15 +94,29 @@ def _small_table(header: list[str], rows: list[list[Any]], highlights: list[str]
 def _series(result: RowResult) -> tuple[float | None, float | None]:
     """(cosine, relative error) of one row for the chart."""
     if result.tensor is not None:
-        return result.tensor.cosine, result.tensor.max_relative_err
+        rel = result.tensor.max_relative_err
+        return result.tensor.cosine, rel if rel is not None and math.isfinite(rel) else None
     rels = [r for _, r in result.stat_diffs if r is not None and math.isfinite(r)]
     return None, max(rels) if rels else None
 
 
+def _buckets(results: list[RowResult]) -> list[tuple[float | None, float | None]]:
+    """At most CHART_POINTS (cosine, relative error) points: each the lowest cosine and highest error of its rows."""
+    size = max(1, math.ceil(len(results) / CHART_POINTS))
+    points = []
+    for start in range(0, len(results), size):
+        series = [_series(r) for r in results[start:start + size]]
+        cos = [c for c, _ in series if c is not None]
+        rel = [r for _, r in series if r is not None]
+        points.append((min(cos) if cos else None, max(rel) if rel else None))
+    return points
+
+
 def _chart(results: list[RowResult], mark: int | None) -> str:
-    """Inline SVG: Cosine (blue, 0..1 scale) and log10 relative error (orange) per row, in execution order."""
-    width, height, n = 1000, 220, max(len(results), 1)
-    points = [_series(r) for r in results]
+    """Inline SVG: Cosine (blue, 0..1 scale) and log10 relative error (orange) along execution order."""
+    points = _buckets(results)
+    width, height, n = 1000, 220, max(len(points), 1)
+    scale = max(1, math.ceil(len(results) / CHART_POINTS))
 
     def x(i: int) -> float:
         return 40 + (width - 50) * i / max(n - 1, 1)
@@ -101,9 +127,10 @@ def _chart(results: list[RowResult], mark: int | None) -> str:
 
     cos = [(i, 10 + (height - 30) * (1 - max(min(c, 1.0), 0.0))) for i, (c, _) in enumerate(points) if c is not None]
     rel = [(i, 10 + (height - 30) * (-max(min(math.log10(max(r, 1e-12)), 0.0), -12.0) / 12))
-           for i, (_, r) in enumerate(points) if r is not None and math.isfinite(r)]
-    marker = (f'<line x1="{x(mark):.1f}" x2="{x(mark):.1f}" y1="5" y2="{height - 20}" stroke="red" '
-              f'stroke-dasharray="4"/>' if mark is not None else "")
+           for i, (_, r) in enumerate(points) if r is not None]
+    marker = (f'<line x1="{x(mark // scale):.1f}" x2="{x(mark // scale):.1f}" y1="5" y2="{height - 20}" '
+              f'stroke="red" stroke-dasharray="4"/>' if mark is not None else "")
+    per_point = f" · {scale} rows per point, worst shown" if scale > 1 else ""
     return (f'<svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">'
             f'<rect x="40" y="10" width="{width - 50}" height="{height - 30}" fill="#fafafa" stroke="#ccc"/>'
             f'<text x="2" y="18" font-size="10">1 / 1</text>'
@@ -111,15 +138,50 @@ def _chart(results: list[RowResult], mark: int | None) -> str:
             f"{line(cos, '#1f5fbf')}{line(rel, '#e07b00')}{marker}"
             f'<text x="45" y="{height - 5}" font-size="11"><tspan fill="#1f5fbf">Cosine</tspan> · '
             f'<tspan fill="#e07b00">relative error (log10, 1 at top)</tspan> · rows in execution order'
-            f"{' · red: first divergence' if marker else ''}</text></svg>")
+            f"{per_point}{' · red: first divergence' if marker else ''}</text></svg>")
 
 
-def write_html(path: Path, result: CompareResult, header: list[str], cells: list[list[Any]]) -> None:
+def embedded_rows(result: CompareResult, worst: list[RowResult], max_rows: int) -> list[int]:
+    """Indices of the rows the page embeds, in execution order: all of them up to ``max_rows``; past it
+    the first divergence's entry, the worst rows, highlighted rows, then the rest in order."""
+    total = len(result.results)
+    if total <= max_rows:
+        return list(range(total))
     index_of = {id(r): i for i, r in enumerate(result.results)}
+    chosen: dict[int, None] = {}
+    found = result.first_divergence
+    if found is not None:
+        end = found.position
+        while end < total and result.results[end].entry == found.entry:
+            end += 1
+        chosen.update(dict.fromkeys(range(found.position, end)))
+    chosen.update(dict.fromkeys(index_of[id(r)] for r in worst))
+    for highlighted_only in (True, False):
+        for index, row in enumerate(result.results):
+            if len(chosen) >= max_rows:
+                return sorted(list(chosen)[:max_rows])
+            if row.highlight or not highlighted_only:
+                chosen.setdefault(index)
+    return sorted(chosen)
+
+
+def _table_note(shown: int, total: int, full_reports: list[Path]) -> str:
+    where = " and ".join(_e(p.name) for p in full_reports) or "the xlsx/csv report"
+    if shown == total:
+        return f"<p>All {total} rows; also in {where}.</p>"
+    return (f'<div class="box"><b>{shown} of {total} rows embedded</b> to keep this page usable: the first '
+            f"divergence, the worst rows, highlighted rows, then rows in execution order (the Row column is the "
+            f"row's number in the full table). <b>The full table is in {where}</b> next to this file.</div>")
+
+
+def write_html(path: Path, result: CompareResult, header: list[str], cells_of: Callable[[RowResult], list[Any]],
+               full_reports: list[Path], max_rows: int = HTML_MAX_ROWS) -> int:
+    """Write the page; returns how many table rows it embeds (at most ``max_rows``)."""
     worst = worst_rows(result.results)
-    data = {"header": header, "rows": [{"c": c, "h": r.highlight} for c, r in zip(cells, result.results)]}
-    literal = json.dumps(data, allow_nan=True).replace("</", "<\\/")
-    worst_table = _small_table(header, [cells[index_of[id(r)]] for r in worst], [r.highlight for r in worst])
+    shown = embedded_rows(result, worst, max_rows)
+    rows = [{"n": i + 1, "c": cells_of(result.results[i]), "h": result.results[i].highlight} for i in shown]
+    literal = json.dumps({"header": header, "rows": rows}, allow_nan=True).replace("</", "<\\/")
+    worst_table = _small_table(header, [cells_of(r) for r in worst], [r.highlight for r in worst])
     mark = result.first_divergence.position if result.first_divergence else None
     page = (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>msprobe compare</title><style>{_CSS}</style>"
@@ -128,9 +190,11 @@ def write_html(path: Path, result: CompareResult, header: list[str], cells: list
         f"<h2>First divergence</h2>{_divergence_section(result)}"
         f"<h2>Worst rows</h2>{worst_table}"
         f"<h2>Along execution order</h2>{_chart(result.results, mark)}"
-        f"<h2>All rows</h2><p><input id='q' placeholder='filter (any column)' size='40'> "
+        f"<h2>All rows</h2>{_table_note(len(shown), len(result.results), full_reports)}"
+        f"<p><input id='q' placeholder='filter (any column)' size='40'> "
         f"<label><input type='checkbox' id='bad'> highlighted rows only</label> <span id='n'></span></p>"
         f"<div id='wrap'><table><thead><tr id='th'></tr></thead><tbody id='tb'></tbody></table></div>"
         f"<script>const DATA = {literal};{_JS}</script></body></html>"
     )
     atomic_write_text(path, page)
+    return len(shown)

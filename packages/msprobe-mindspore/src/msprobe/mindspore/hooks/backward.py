@@ -18,8 +18,8 @@ from typing import Any
 
 import mindspore
 from mindspore import ops
-from mindspore.common.api import _pynative_executor
 from msprobe.core.events import Call
+from msprobe.mindspore.private_api import _pynative_executor
 
 BackwardReport = Callable[[Call, tuple, tuple], None]
 
@@ -30,17 +30,32 @@ def grad_is_recording() -> bool:
     return bool(_pynative_executor.requires_grad())
 
 
-class grad_recording_off:
+def grad_enabled() -> bool:
+    """Whether ops are recorded for gradients now (``grad_recording_as`` restores this setting)."""
+    return bool(_pynative_executor.enable_grad())
+
+
+class grad_recording_as:
+    """Gradient recording switched on or off for a block, and restored after it."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+
+    def __enter__(self) -> None:
+        self._previous = _pynative_executor.enable_grad()
+        _pynative_executor.set_enable_grad(self._enabled)
+
+    def __exit__(self, *exc: object) -> None:
+        _pynative_executor.set_enable_grad(self._previous)
+
+
+class grad_recording_off(grad_recording_as):
     """Keeps the sink's own ops (statistics, copies) out of the gradient graph: recording them there
     would make each of them an order of magnitude slower and grow the graph (``mindspore._no_grad``
     does the same through the same private executor)."""
 
-    def __enter__(self) -> None:
-        self._previous = _pynative_executor.enable_grad()
-        _pynative_executor.set_enable_grad(False)
-
-    def __exit__(self, *exc: object) -> None:
-        _pynative_executor.set_enable_grad(self._previous)
+    def __init__(self) -> None:
+        super().__init__(False)
 
 
 def _is_differentiable(value: Any) -> bool:

@@ -19,7 +19,13 @@ from mindspore import nn
 from msprobe.core.events import Call, CallSink
 from msprobe.core.naming import FORWARD, CallCounter, api_name, module_name
 from msprobe.mindspore.hooks.api_patch import ApiPatches
-from msprobe.mindspore.hooks.backward import BackwardTap, grad_is_recording, grad_recording_off
+from msprobe.mindspore.hooks.backward import (
+    BackwardTap,
+    grad_enabled,
+    grad_is_recording,
+    grad_recording_as,
+    grad_recording_off,
+)
 from msprobe.mindspore.hooks.catalog import api_targets
 from msprobe.mindspore.hooks.cells import CellHooks
 from msprobe.mindspore.hooks.jit import JitPatch
@@ -108,7 +114,8 @@ class Interceptor:
         if self.busy:
             return original(*args, **kwargs)
         count = self._counter.next(f"{prefix}.{api}")
-        call = Call(api_name(prefix, api, count, FORWARD), args, kwargs, mutates_inputs=mutates)
+        call = Call(api_name(prefix, api, count, FORWARD), args, kwargs, mutates_inputs=mutates,
+                    rerun=self._unrecorded(original, grad_enabled()))
         self.busy = True
         try:
             tap = None
@@ -116,10 +123,26 @@ class Interceptor:
                 tap = BackwardTap(call, self._report_backward)
                 args, kwargs = tap.tap_inputs(args, kwargs)
             output = original(*args, **kwargs)
-            self._paused(self._sink.forward_end, call, output)
+            replacement = self._paused(self._sink.forward_end, call, output)
+            if replacement is not None:
+                output = replacement
             return tap.tap_output(output) if tap is not None else output
         finally:
             self.busy = False
+
+    def _unrecorded(self, original: Callable, grad_recording: bool) -> Callable[..., Any]:
+        """``Call.rerun``: the real API, not recorded, with gradient recording as it was at the call
+        (so a replacement output made from it joins the gradient graph like the original would)."""
+
+        def rerun(*args: Any, **kwargs: Any) -> Any:
+            previous, self.busy = self.busy, True
+            try:
+                with grad_recording_as(grad_recording):
+                    return original(*args, **kwargs)
+            finally:
+                self.busy = previous
+
+        return rerun
 
     def _report_backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
         if self.enabled and not self.busy:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mindspore.graph.api import _JitExecutor
 from msprobe.mindspore.hooks.api_patch import RunApi
+from msprobe.mindspore.private_api import _JitExecutor
 
 
 class JitPatch:

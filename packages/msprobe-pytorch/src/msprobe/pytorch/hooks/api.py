@@ -49,7 +49,7 @@ class ApiMode(TorchFunctionMode):
         recorder = self._recorder
         count = recorder.counter.next(f"{prefix}.{api}")
         name = api_name(prefix, api, count, FORWARD)
-        pending = recorder.begin(name, args, kwargs, is_module=False, mutates=is_mutating(api, kwargs))
+        pending = recorder.begin(name, args, kwargs, is_module=False, mutates=is_mutating(api, kwargs), func=func)
         call_args, call_kwargs = pending.arguments()
         output = func(*call_args, **call_kwargs)
         output, is_view_of_alias = recorder.restore_inputs(pending, output)
@@ -58,8 +58,7 @@ class ApiMode(TorchFunctionMode):
             # pure, so run it again on the originals and keep only the output gradients.
             output = func(*args, **kwargs)
             recorder.rerun_capture(pending, output)
-        recorder.end(pending, output)
-        return output
+        return recorder.end(pending, output)
 
 
 class OperatorNames:

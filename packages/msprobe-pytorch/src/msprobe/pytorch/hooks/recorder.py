@@ -64,10 +64,15 @@ class Recorder:
         is_module: bool,
         mutates: bool,
         differentiable: bool = True,
+        func: Callable[..., Any] | None = None,
     ) -> Pending:
         """Tell the sink a call starts; when it wants the backward and gradients are involved, route
-        the inputs that need a gradient through the backward capture (mutated inputs excepted)."""
-        call = Call(name, args, kwargs, is_module=is_module, mutates_inputs=mutates)
+        the inputs that need a gradient through the backward capture (mutated inputs excepted).
+
+        ``func``: the real API, offered to the sink as ``Call.rerun`` (run with interception paused).
+        """
+        call = Call(name, args, kwargs, is_module=is_module, mutates_inputs=mutates,
+                    rerun=None if func is None else self._paused_runner(func))
         with self.pause():
             wants_backward = self.sink.forward_start(call)
         pending = Pending(call)
@@ -104,13 +109,24 @@ class Recorder:
                     return output, True
         return (tree_unflatten(flat, spec) if changed else output), False
 
-    def end(self, pending: Pending, output: Any) -> None:
-        """Tell the sink the call returned ``output`` and watch the output gradients."""
+    def end(self, pending: Pending, output: Any) -> Any:
+        """Tell the sink the call returned ``output`` and watch the output gradients. Returns what the
+        user gets: ``output``, or the sink's replacement for it."""
         with self.pause():
-            self.sink.forward_end(pending.call, output)
+            replacement = self.sink.forward_end(pending.call, output)
+            if replacement is not None:
+                output = replacement
             if pending.capture is not None:
                 outputs, _ = tree_flatten(output)
                 pending.capture.hook_outputs(outputs)
+        return output
+
+    def _paused_runner(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        def rerun(*args: Any, **kwargs: Any) -> Any:
+            with self.pause():
+                return func(*args, **kwargs)
+
+        return rerun
 
     def rerun_capture(self, pending: Pending, output: Any) -> None:
         """The call re-ran on the original inputs (a view op): drop the aliases; the view's own

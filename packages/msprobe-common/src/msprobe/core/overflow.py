@@ -1,0 +1,156 @@
+"""Overflow check (SPEC 6): find the calls whose outputs hold inf or NaN, and which of them started it.
+
+A non-finite value spreads: every call that receives it tends to pass it on, so "every call whose
+output is not finite" (what msprobe 1.1.1 reports) buries the one call where it began. Each hit is
+therefore classified: **origin** when every input of the call was finite (this call produced the
+inf/NaN), **inherited** when an input already held one. For a backward entry the inputs are the
+gradients flowing into the call and the outputs those it produced for its inputs.
+
+Only hits are written, with their tensors and stack, in the usual dump layout; the classification of
+each goes to ``overflow.json`` next to ``dump.json`` (``{entry: "origin" | "inherited"}`` in the order
+found) and to the log, where the first origin is named. After ``overflow_nums`` hits (-1: never) the
+collector stops collecting for the rest of the run.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from msprobe.core.collector import DumpCollector
+from msprobe.core.events import Call, TensorAdapter
+from msprobe.core.log import logger
+from msprobe.core.naming import backward_name
+from msprobe.core.records import TensorStats
+from msprobe.core.select import Selector
+from msprobe.core.stack import user_stack
+from msprobe.core.tree import map_tensors, tensors_in
+from msprobe.core.writers import write_json_atomic
+
+ORIGIN, INHERITED = "origin", "inherited"
+OVERFLOW_FILE = "overflow.json"
+NEVER_STOP = -1
+
+
+def shows_overflow(stats: TensorStats) -> bool:
+    """True when the tensor holds inf or NaN: its max or min is then not finite (NaN propagates
+    through both reductions; bool and empty tensors never overflow)."""
+    return any(isinstance(v, float) and not math.isfinite(v) for v in (stats.max, stats.min))
+
+
+def classify(inputs_finite: bool) -> str:
+    """An overflowing call is its origin when it received only finite values."""
+    return ORIGIN if inputs_finite else INHERITED
+
+
+class OverflowLog:
+    """The hits of a run in order, the first origin, and the ``overflow_nums`` budget."""
+
+    def __init__(self, overflow_nums: int) -> None:
+        if isinstance(overflow_nums, bool) or not isinstance(overflow_nums, int) or not (
+            overflow_nums >= 1 or overflow_nums == NEVER_STOP
+        ):
+            raise ValueError(f"overflow_nums {overflow_nums!r}: give an integer >= 1, or -1 (never stop)")
+        self.overflow_nums = overflow_nums
+        self.hits: list[tuple[str, str]] = []
+        self.first_origin: str | None = None
+
+    @property
+    def exhausted(self) -> bool:
+        return self.overflow_nums != NEVER_STOP and len(self.hits) >= self.overflow_nums
+
+    def record(self, name: str, kind: str) -> None:
+        self.hits.append((name, kind))
+        if kind == ORIGIN and self.first_origin is None:
+            self.first_origin = name
+            logger.warning(f"overflow: {name} is the first origin of inf/NaN (its inputs were finite)")
+        else:
+            logger.info(f"overflow: {name} ({kind})")
+        if self.exhausted:
+            logger.info(
+                f"overflow_nums={self.overflow_nums} reached after {name}: overflow check stops collecting"
+            )
+
+
+class OverflowCollector(DumpCollector):
+    """A :class:`DumpCollector` that keeps only the entries whose outputs overflow."""
+
+    def __init__(
+        self,
+        *,
+        level: str,
+        framework: str,
+        dump_path: str,
+        selector: Selector,
+        adapter: TensorAdapter,
+        overflow_nums: int,
+    ) -> None:
+        super().__init__(
+            task="overflow_check", level=level, framework=framework, dump_path=dump_path,
+            selector=selector, adapter=adapter,
+        )
+        self.log = OverflowLog(overflow_nums)
+        self._step_kinds: dict[str, str] = {}
+
+    @property
+    def exhausted(self) -> bool:
+        return self.log.exhausted
+
+    def begin_step(self, step: int, rank: int | None) -> None:
+        super().begin_step(step, rank)
+        self._step_kinds = {}
+
+    def end_step(self) -> None:
+        if self._writer is not None and self._step_kinds:
+            write_json_atomic(self._writer.directory / OVERFLOW_FILE, self._step_kinds)
+        super().end_step()
+
+    # ------------------------------------------------------------------ CallSink
+    def forward_start(self, call: Call) -> bool:
+        if self.exhausted or not self._enter(call):
+            return False
+        call.extra["msprobe.overflow"] = (
+            map_tensors((call.args, call.kwargs), self.adapter.is_tensor, self.adapter.snapshot)
+            if call.mutates_inputs else (call.args, call.kwargs)
+        )
+        return True
+
+    def forward_end(self, call: Call, output: Any) -> None:
+        self._leave(call)
+        inputs = call.extra.pop("msprobe.overflow", None)
+        if inputs is None or self.exhausted or not self._overflows(output):
+            return
+        args, kwargs = inputs
+        entry = {
+            "input_args": self._encode(args, call.name, "input"),
+            "input_kwargs": self._encode(kwargs, call.name, "kwargs"),
+            "output": self._encode(output, call.name, "output", as_list=True),
+        }
+        self._hit(call.name, entry, not self._overflows(inputs), self._parents.get(call.name))
+
+    def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
+        name = backward_name(call.name)
+        if self._writer is None or self.exhausted or not self.selector.begin(name):
+            return
+        if not self._overflows(grad_output):
+            return
+        entry = {"input": self._encode(tuple(grad_input), name, "input"),
+                 "output": self._encode(tuple(grad_output), name, "output")}
+        parent = self._parents.get(call.name)
+        self._hit(name, entry, not self._overflows(grad_input), backward_name(parent) if parent else None)
+
+    # ------------------------------------------------------------------ internals
+    def _overflows(self, value: Any) -> bool:
+        tensors = tensors_in(value, self.adapter.is_tensor)
+        if not tensors:
+            return False
+        stats = self.adapter.fetch([self.adapter.stats(t) for t in tensors])
+        return any(shows_overflow(s) for s in stats)
+
+    def _hit(self, name: str, entry: dict, inputs_finite: bool, parent: str | None) -> None:
+        kind = classify(inputs_finite)
+        self._writer.add_stack(name, user_stack(2))
+        self._complete(name, entry, parent)
+        self._step_kinds[name] = kind
+        self.log.record(name, kind)
+        self._drain()

@@ -1,0 +1,1 @@
+"""The MindSpore halves of the tasks beyond the dump: free benchmark perturbations and re-runs."""
