@@ -108,6 +108,19 @@ def test_xlsx_continues_on_further_sheets(tmp_path):
     assert [c.value for c in book["Sheet2"][1]] == ["a", "b"] and book["Sheet4"]["A2"].value == 6
 
 
+def test_xlsx_cells_keep_every_digit_escape_text_and_style_whole_rows(tmp_path):
+    path = tmp_path / "r.xlsx"
+    rows = [([0.1 + 0.2, 0.25, "a<b & c>\n  d\x01"], "red"), ([float("inf"), float("nan"), 2**60], "yellow"),
+            ([-1e-300, "N/A", "None"], "")]
+    write_xlsx(path, ["x", "MaxRelativeErr", "z"], iter(rows), {"MaxRelativeErr"})
+    sheet = openpyxl.load_workbook(path).active
+    values = [[c.value for c in row] for row in sheet.iter_rows(min_row=2)]
+    assert values == [[0.30000000000000004, 0.25, "a<b & c>\n  d"], ["inf", "nan", 2**60], [-1e-300, "N/A", "None"]]
+    assert all(c.font.b for c in sheet[1]) and not sheet["A2"].font.b
+    assert [sheet[f"A{r}"].fill.fgColor.rgb for r in (2, 3, 4)] == ["FFFF0000", "FFFFFF00", "00000000"]
+    assert sheet["B2"].number_format == "0.0000%" and sheet["A2"].number_format == "General"
+
+
 def test_parallel_workers_give_the_same_numbers(tmp_path):
     rng = np.random.default_rng(1)
     calls = [(f"Torch.add.{i}.forward", [rng.standard_normal(50).astype(np.float32)], [np.ones(3, np.float32)])

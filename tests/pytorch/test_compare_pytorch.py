@@ -10,7 +10,7 @@ import openpyxl
 import pytest
 import torch
 
-from msprobe.pytorch.compare import compare, load_pt
+from msprobe.pytorch.compare import compare, load_pt, read_plain_pt
 
 REF = Path(__file__).parent / "data" / "compare_ref"
 
@@ -56,6 +56,26 @@ def test_relative_dump_data_dir_falls_back_next_to_dump_json(tmp_path):
     result = compare({"npu_path": str(tmp_path / "bf16/step0/rank/dump.json"),
                       "bench_path": str(tmp_path / "fp32/step0/rank/dump.json")}, tmp_path / "out", workers=1)
     assert not [r for r in result.results if "not found" in " ".join(r.messages)]
+
+
+SAVED = {
+    "bf16 view": torch.arange(12, dtype=torch.bfloat16).reshape(3, 4)[1:, ::2] * 1.37,
+    "transposed": torch.randn(3, 4).t(), "float16": torch.randn(7).half(), "float64": torch.randn(4).double(),
+    "int64": torch.arange(-5, 5), "int8": torch.tensor([-3, 4], dtype=torch.int8), "bool": torch.tensor([True, False]),
+    "complex": torch.randn(3, dtype=torch.complex64), "empty": torch.ones(0, 3), "0-dim": torch.tensor(3.5),
+    "parameter": torch.nn.Parameter(torch.randn(2, 2)),
+}
+
+
+@pytest.mark.parametrize("name", SAVED)
+def test_plain_reader_equals_torch_load(name, tmp_path):
+    path = tmp_path / "t.pt"
+    torch.save(SAVED[name], path)
+    want = torch.load(path, weights_only=True).detach()
+    want = (want.float() if want.dtype == torch.bfloat16 else want).numpy()
+    got = read_plain_pt(path)
+    assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+    assert np.array_equal(load_pt(path), want)
 
 
 def test_loader_upcasts_bf16_and_refuses_non_tensors(tmp_path):

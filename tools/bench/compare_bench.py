@@ -9,8 +9,9 @@ of about 1e-3. Both tools run as a user runs them, ``msprobe -f pytorch compare 
 OUT`` in a child process, so the wall time includes start-up (importing torch) and the reports.
 
 Memory: the child and every process it starts (our workers) are sampled every 20 ms through
-/proc, and the peak of their summed RSS is reported (``ru_maxrss`` would give only the largest
-single process, hiding what a pool of workers costs together).
+/proc, and the peak of their summed PSS is reported: the proportional set size counts pages that
+forked workers share with their parent once, where summed RSS would count them in every process
+(and ``ru_maxrss`` gives only the largest single process, hiding what a pool costs together).
 """
 
 from __future__ import annotations
@@ -56,14 +57,14 @@ def make_dump(rank_dir: Path, calls: int, elements: int, noise: float, seed: int
     return rank_dir / "dump.json"
 
 
-def _tree_rss_kib(pid: int) -> int:
-    """Summed VmRSS of ``pid`` and all its descendants (0 for processes that already ended)."""
+def _tree_pss_kib(pid: int) -> int:
+    """Summed PSS of ``pid`` and all its descendants (0 for processes that already ended)."""
     total, pending = 0, [pid]
     while pending:
         current = pending.pop()
         try:
-            status = Path(f"/proc/{current}/status").read_text()
-            total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+            rollup = Path(f"/proc/{current}/smaps_rollup").read_text()
+            total += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
             for task in Path(f"/proc/{current}/task").iterdir():
                 pending += [int(child) for child in (task / "children").read_text().split()]
         except (OSError, ValueError):
@@ -72,7 +73,7 @@ def _tree_rss_kib(pid: int) -> int:
 
 
 def measure(command: list[str], cwd: Path) -> tuple[float, float]:
-    """Run ``command``; return (seconds, peak summed RSS in MiB of it and its descendants)."""
+    """Run ``command``; return (seconds, peak summed PSS in MiB of it and its descendants)."""
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peak = 0
@@ -80,7 +81,7 @@ def measure(command: list[str], cwd: Path) -> tuple[float, float]:
     def sample() -> None:
         nonlocal peak
         while process.poll() is None:
-            peak = max(peak, _tree_rss_kib(process.pid))
+            peak = max(peak, _tree_pss_kib(process.pid))
             time.sleep(SAMPLE_SECONDS)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -113,7 +114,7 @@ def main() -> None:
     if args.msprobe_111:
         tools["1.1.1"] = [args.msprobe_111]
     print(f"{'tool':>6} {'calls':>6} {'rows':>6} {'MB/side':>8} {'seconds':>8} {'rows/s':>7} "
-          f"{'peak RSS MiB':>12}")
+          f"{'peak PSS MiB':>12}")
     for calls in args.sizes:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)

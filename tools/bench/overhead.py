@@ -10,6 +10,7 @@ statistics ≤ 1.5×, md5 ≤ 2×, tensor ≤ 5×, idle ≤ 1.02×).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import shutil
 import sys
@@ -33,6 +34,8 @@ MODES = {
     "statistics mix": dict(task="statistics", level="mix"),
     "md5 L1": dict(task="statistics", level="L1", summary_mode="md5"),
     "tensor L1": dict(task="tensor", level="L1"),
+    "overflow_check L1": dict(task="overflow_check", level="L1"),
+    "free_benchmark add_noise (check)": dict(task="free_benchmark", level="L1", pert_mode="add_noise"),
 }
 
 
@@ -54,17 +57,13 @@ class SmallTransformer(nn.Module):
 
 
 def make_debugger(spec: dict | None, dump_path: Path):
+    """A debugger for ``spec``: common keys as constructor arguments, the rest into the task's section."""
     if spec is None:
         return None
     spec = dict(spec)
-    summary_mode = spec.pop("summary_mode", None)
-    if summary_mode is None:
-        return PrecisionDebugger(dump_path=str(dump_path), **spec)
-    config = dump_path.parent / "md5.json"
-    config.write_text(
-        f'{{"task": "statistics", "dump_path": "{dump_path}", "level": "{spec["level"]}",'
-        f' "statistics": {{"summary_mode": "{summary_mode}"}}}}'
-    )
+    common = {key: spec.pop(key) for key in ("task", "level", "step") if key in spec}
+    config = dump_path.parent / "bench_config.json"
+    config.write_text(json.dumps({"dump_path": str(dump_path), **common, common["task"]: spec}))
     return PrecisionDebugger(config_path=str(config))
 
 

@@ -12,10 +12,24 @@ import os
 from typing import Any
 
 from msprobe.core.config import DebuggerConfig, load_debugger_config
+from msprobe.core.free_benchmark import free_benchmark_collector
 from msprobe.core.log import logger
-from msprobe.core.session import Session
+from msprobe.core.session import Session, dump_collector, overflow_collector
 
 DUMP_TASKS = ("statistics", "tensor")
+COLLECTING_TASKS = (*DUMP_TASKS, "overflow_check", "free_benchmark")
+
+
+def collector_for(config: DebuggerConfig, adapter: Any, benchmark_ops: Any) -> tuple[Any, str]:
+    """The call consumer a collecting task runs, and the interceptor level it needs (free benchmark
+    re-runs APIs, so it always intercepts at L1)."""
+    if config.task in DUMP_TASKS:
+        return dump_collector(config, adapter), config.level
+    if config.task == "overflow_check":
+        return overflow_collector(config, adapter), config.level
+    if config.task == "free_benchmark":
+        return free_benchmark_collector(config, benchmark_ops), "L1"
+    raise ValueError(f"task {config.task!r} does not collect calls; collecting tasks: {', '.join(COLLECTING_TASKS)}")
 
 
 class BaseDebugger:
@@ -57,6 +71,27 @@ class BaseDebugger:
 
     def _setup(self, config: DebuggerConfig) -> None:
         raise NotImplementedError
+
+    def _start_session(
+        self,
+        adapter: Any,
+        benchmark_ops: Any,
+        interceptor_cls: Any,
+        current_rank: Any,
+        on_finish: Any = lambda: None,
+    ) -> None:
+        """The session of a collecting task, with this framework's adapter and interceptor."""
+        collector, level = collector_for(self.config, adapter, benchmark_ops)
+        self._session = Session(
+            self.config, collector, lambda sink: interceptor_cls(sink, level=level), current_rank, on_finish
+        )
+
+    def _start_grad_monitor(self, monitor_cls: Any) -> None:
+        """task grad_probe: this framework's gradient monitor, built from the grad_probe section."""
+        section, config = self.config.section, self.config
+        self._grad_monitor = monitor_cls(
+            config.dump_path, section.grad_level, section.param_list, section.bounds, config.step, config.rank
+        )
 
     def _unsupported(self, what: str, supported: str) -> NotImplementedError:
         return NotImplementedError(f"{what} is not available in msprobe-{self.framework} yet; supported: {supported}")

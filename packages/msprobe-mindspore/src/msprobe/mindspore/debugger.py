@@ -6,9 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from msprobe.core.config import DebuggerConfig
-from msprobe.core.debugger import DUMP_TASKS, BaseDebugger
-from msprobe.core.free_benchmark import free_benchmark_collector
-from msprobe.core.session import Session, dump_collector, overflow_collector
+from msprobe.core.debugger import COLLECTING_TASKS, DUMP_TASKS, BaseDebugger
 from msprobe.mindspore.adapter import MindSporeTensorAdapter
 from msprobe.mindspore.grad_probe import GradMonitor
 from msprobe.mindspore.hooks import Interceptor
@@ -35,25 +33,10 @@ class PrecisionDebugger(BaseDebugger):
             from msprobe.mindspore.graph_dump import GraphDumpSession  # static graph: MindSpore's kernel dump
 
             self._session = GraphDumpSession(config, current_rank)  # type: ignore[assignment]
-        elif config.task in DUMP_TASKS and config.level != "L2":
-            self._session = Session(
-                config,
-                dump_collector(config, MindSporeTensorAdapter()),
-                lambda sink: Interceptor(sink, level=config.level),
-                current_rank,
-            )
-        elif config.task in ("overflow_check", "free_benchmark") and config.level != "L2":
-            collector = (
-                overflow_collector(config, MindSporeTensorAdapter()) if config.task == "overflow_check"
-                else free_benchmark_collector(config, MindSporeBenchmarkOps())
-            )
-            level = config.level if config.task == "overflow_check" else "L1"
-            self._session = Session(config, collector, lambda sink: Interceptor(sink, level=level), current_rank)
+        elif config.task in COLLECTING_TASKS and config.level != "L2":
+            self._start_session(MindSporeTensorAdapter(), MindSporeBenchmarkOps(), Interceptor, current_rank)
         elif config.task == "grad_probe":
-            section = config.section
-            self._grad_monitor = GradMonitor(
-                config.dump_path, section.grad_level, section.param_list, section.bounds, config.step, config.rank
-            )
+            self._start_grad_monitor(GradMonitor)
         else:
             raise self._unsupported(
                 f"task {config.task!r} at level {config.level!r}",

@@ -8,10 +8,8 @@ from typing import Any
 import torch
 
 from msprobe.core.config import DebuggerConfig, warn_unknown_ranks
-from msprobe.core.debugger import DUMP_TASKS, BaseDebugger
-from msprobe.core.free_benchmark import free_benchmark_collector
+from msprobe.core.debugger import COLLECTING_TASKS, DUMP_TASKS, BaseDebugger
 from msprobe.core.log import logger
-from msprobe.core.session import Session, dump_collector, overflow_collector
 from msprobe.pytorch.adapter import TorchTensorAdapter
 from msprobe.pytorch.dataloader import DataLoaderSteps
 from msprobe.pytorch.dropout import DropoutOff
@@ -44,35 +42,12 @@ class PrecisionDebugger(BaseDebugger):
             logger.error(
                 "level L2 (kernel dump) needs an Ascend NPU with torch_npu; this debugger collects nothing here"
             )
-        elif config.task in DUMP_TASKS:
-            self._session = Session(
-                config,
-                dump_collector(config, TorchTensorAdapter()),
-                lambda sink: Interceptor(sink, level=config.level),
-                current_rank,
-                on_finish=self._restore,
-            )
+        elif config.task in COLLECTING_TASKS:
+            self._start_session(TorchTensorAdapter(), TorchBenchmarkOps(), Interceptor, current_rank, self._restore)
             if config.enable_dataloader:
                 self._dataloader_steps = DataLoaderSteps(self)
-        elif config.task == "overflow_check":
-            self._session = Session(
-                config,
-                overflow_collector(config, TorchTensorAdapter()),
-                lambda sink: Interceptor(sink, level=config.level),
-                current_rank,
-            )
-        elif config.task == "free_benchmark":
-            self._session = Session(
-                config,
-                free_benchmark_collector(config, TorchBenchmarkOps()),
-                lambda sink: Interceptor(sink, level="L1"),
-                current_rank,
-            )
         elif config.task == "grad_probe":
-            section = config.section
-            self._grad_monitor = GradMonitor(
-                config.dump_path, section.grad_level, section.param_list, section.bounds, config.step, config.rank
-            )
+            self._start_grad_monitor(GradMonitor)
         else:
             raise self._unsupported(
                 f"task {config.task!r}", "statistics, tensor, overflow_check, free_benchmark, grad_probe"
