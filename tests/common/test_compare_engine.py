@@ -216,3 +216,16 @@ def test_html_table_is_capped_but_keeps_divergence_and_worst_rows_and_points_to_
     assert worst_names and worst_names <= set(by_name)
     assert "40 of 300 rows embedded" in page and result.reports["xlsx"].name in page
     assert result.reports["csv"].name in page
+
+
+def test_chart_keeps_a_single_bad_row_visible_among_many():
+    from msprobe.core.compare.metrics import TensorMetrics
+    from msprobe.core.compare.report_html import CHART_POINTS, _buckets
+    from msprobe.core.compare.verdict import RowResult
+
+    results = [RowResult(None, None, "tensor", tensor=TensorMetrics(cosine=1.0, max_relative_err=1e-4))
+               for _ in range(5 * CHART_POINTS + 3)]
+    results[7777] = RowResult(None, None, "tensor", tensor=TensorMetrics(cosine=0.2, max_relative_err=float("inf")))
+    points = _buckets(results)
+    assert len(points) <= CHART_POINTS and min(c for c, _ in points) == 0.2
+    assert max(r for _, r in points) == 1e-4  # inf has no place on a log scale; the row is shown by its cosine

@@ -138,3 +138,21 @@ def test_our_own_autocast_dumps_match_row_for_row_and_name_the_first_conv(tmp_pa
     assert any("test_compare_pytorch.py" in frame for frame in found.stack)
     warning = next(m for m in msprobe_log.messages if m.startswith("first divergence:"))
     assert "test_compare_pytorch.py" in warning  # the user's frame, not torch's conv.py
+
+
+def test_plain_reader_refuses_a_view_past_its_storage(tmp_path):
+    """A crafted file whose view reaches beyond its storage must not be read out of bounds."""
+    import importlib
+
+    import numpy as np
+    import torch
+
+    pt_compare = importlib.import_module("msprobe.pytorch.compare")  # the module, not the function
+    good = tmp_path / "good.pt"
+    torch.save(torch.arange(4, dtype=torch.float32), good)
+    assert pt_compare.read_plain_pt(good).tolist() == [0.0, 1.0, 2.0, 3.0]
+    storage = (np.arange(4, dtype=np.float32), False)
+    assert pt_compare._rebuild_tensor(storage, 1, (3,), (1,)).tolist() == [1.0, 2.0, 3.0]
+    for offset, size, stride in ((0, (1024,), (1,)), (2, (3,), (1,)), (0, (2, 2), (4, 1)), (0, (2,), (-1,))):
+        with pytest.raises(pt_compare._NotPlain):
+            pt_compare._rebuild_tensor(storage, offset, size, stride)

@@ -1,11 +1,25 @@
-"""msprobe for PyTorch: ``from msprobe.pytorch import PrecisionDebugger``."""
+"""msprobe for PyTorch: ``from msprobe.pytorch import PrecisionDebugger``.
 
-from msprobe.core.grad_probe import GradComparator
+The public names are loaded on first use, so that the ``msprobe`` command (which finds this package's
+commands through an entry point) does not import torch just to print its help or compare dumps.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Eager, and light (no torch import): the function must own the name `compare`, not the submodule of
+# the same name, whichever of the two is imported first.
 from msprobe.pytorch.compare import compare, compare_distributed
-from msprobe.pytorch.debugger import PrecisionDebugger
-from msprobe.pytorch.module_dump import module_dump, module_dump_end
-from msprobe.pytorch.seed import seed_all
 
+_PUBLIC = {
+    "GradComparator": "msprobe.core.grad_probe",
+    "PrecisionDebugger": "msprobe.pytorch.debugger",
+    "module_dump": "msprobe.pytorch.module_dump",
+    "module_dump_end": "msprobe.pytorch.module_dump",
+    "seed_all": "msprobe.pytorch.seed",
+}
 __all__ = [
     "GradComparator",
     "PrecisionDebugger",
@@ -15,3 +29,15 @@ __all__ = [
     "module_dump_end",
     "seed_all",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'msprobe.pytorch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})

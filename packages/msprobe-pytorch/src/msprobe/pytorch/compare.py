@@ -35,6 +35,10 @@ class _NotPlain(Exception):
 
 def _rebuild_tensor(storage: tuple[np.ndarray, bool], offset: int, size: tuple, stride: tuple, *_: Any) -> np.ndarray:
     data, bf16 = storage
+    if len(size) != len(stride) or offset < 0 or any(s < 0 for s in (*size, *stride)):
+        raise _NotPlain(f"tensor view {size}/{stride} at {offset} is not a plain view")
+    if 0 not in size and offset + sum((n - 1) * s for n, s in zip(size, stride)) >= len(data):
+        raise _NotPlain(f"tensor view {size}/{stride} at {offset} reaches past its storage")  # never read out of bounds
     if 0 in size:
         array = np.empty(size, data.dtype)
     else:
