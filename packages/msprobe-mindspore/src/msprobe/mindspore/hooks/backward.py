@@ -62,8 +62,9 @@ def _is_differentiable(value: Any) -> bool:
     return isinstance(value, mindspore.Tensor) and (value.is_floating_point() or value.is_complex())
 
 
-class _Slots:
-    """Where the differentiable tensors of an argument structure sit: top-level positions and one level
+class TensorSlots:
+    """Where the differentiable tensors of an argument structure sit (shared with the free benchmark, whose
+    recomputed gradients must line up with the tapped ones): top-level positions and one level
     of list/tuple (``ops.cat([a, b])``)."""
 
     def __init__(self, args: tuple, kwargs: dict) -> None:
@@ -124,7 +125,7 @@ class BackwardTap:
         self._has_inputs = False
 
     def tap_inputs(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        slots = _Slots(args, kwargs)
+        slots = TensorSlots(args, kwargs)
         if not slots.places:
             return args, kwargs
         self._has_inputs = True
@@ -134,7 +135,7 @@ class BackwardTap:
         if _is_differentiable(output):
             return _through_hook([output], self._output_reached)[0]
         if isinstance(output, (tuple, list)):
-            slots = _Slots(tuple(output), {})
+            slots = TensorSlots(tuple(output), {})
             if slots.places:
                 tensors = _through_hook(slots.get(tuple(output), {}), self._output_reached)
                 tapped, _ = slots.put(tuple(output), {}, tensors)

@@ -114,8 +114,10 @@ class Interceptor:
         if self.busy:
             return original(*args, **kwargs)
         count = self._counter.next(f"{prefix}.{api}")
-        call = Call(api_name(prefix, api, count, FORWARD), args, kwargs, mutates_inputs=mutates,
-                    rerun=self._unrecorded(original, grad_enabled()))
+        # A jit function is a whole compiled graph that may update Parameters (an optimizer's
+        # construct): running it again would apply its side effects twice, so it is never re-run.
+        rerun = None if prefix == "Jit" else self._unrecorded(original, grad_enabled())
+        call = Call(api_name(prefix, api, count, FORWARD), args, kwargs, mutates_inputs=mutates, rerun=rerun)
         self.busy = True
         try:
             tap = None
