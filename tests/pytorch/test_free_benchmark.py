@@ -138,3 +138,15 @@ def test_preheat_calibrates_after_its_steps(tmp_path):
     """With preheat, exp's inf never calibrates (non-finite results stay reportable) every step."""
     _run_half_net(_debugger(tmp_path, if_preheat=True, preheat_step=1, max_sample=1), steps=2)
     assert [(r["step"], r["api_name"]) for r in _rows(tmp_path)] == [("0", "Torch.exp.0"), ("1", "Torch.exp.0")]
+
+
+def test_scope_is_a_list_of_full_api_names(tmp_path):
+    """The seed defines free benchmark's scope as the APIs to check (any number of full names)."""
+    _run_half_net(_debugger(tmp_path, pert_mode="add_noise", scope=["Torch.relu.0.forward"]))
+    assert _rows(tmp_path) == []  # relu is stable, and exp is outside the scope
+    (tmp_path / "b").mkdir()
+    _run_half_net(
+        _debugger(tmp_path / "b", pert_mode="add_noise",
+                  scope=["Torch.relu.0.forward", "Torch.exp.0.forward", "Tensor.half.0.forward"])
+    )
+    assert [row["api_name"] for row in _rows(tmp_path / "b")] == ["Torch.exp.0"]

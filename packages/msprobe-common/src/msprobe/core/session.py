@@ -21,13 +21,20 @@ MODULE_LEVELS = ("L0", "mix")
 
 
 def selector_for(config: DebuggerConfig) -> Selector:
-    """The Selector a configuration asks for (sections without scope/list/data_mode select everything)."""
+    """The Selector a configuration asks for (sections without scope/list/data_mode select everything).
+
+    In the free_benchmark section ``scope`` is a list of full API names to check, not a range (the
+    seed's table; it excludes ``list``), so it selects by name there.
+    """
     section = config.section
+    scope, names = getattr(section, "scope", ()), getattr(section, "api_list", ())
+    if config.task == "free_benchmark":
+        scope, names = (), (*scope, *names)
     return Selector(
         steps=config.step,
         ranks=config.rank,
-        scope=getattr(section, "scope", ()),
-        names=getattr(section, "api_list", ()),
+        scope=scope,
+        names=names,
         data_mode=getattr(section, "data_mode", ("all",)),
     )
 
