@@ -39,3 +39,13 @@ def msprobe_log():
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old_level)
+
+
+@pytest.fixture(autouse=True)
+def _finish_running_debugger():
+    """No test leaves a PrecisionDebugger running (hooks installed) for the next one."""
+    yield
+    from msprobe.core.debugger import BaseDebugger
+
+    if BaseDebugger._active is not None:
+        BaseDebugger._active.finish()

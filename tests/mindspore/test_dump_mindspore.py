@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from mindspore import Tensor, mint, nn, ops
 
-from msprobe.core.debugger import BaseDebugger
 from msprobe.mindspore import PrecisionDebugger
 
 X = np.array([[1, 2, 3, 4], [-3, 0, 1, -2]], np.float32)
@@ -27,12 +26,6 @@ class Net(nn.Cell):
         y = ops.relu(self.fc(x)) + 1
         return self.relu(mint.abs(y)).sum()
 
-
-@pytest.fixture(autouse=True)
-def _finish_debugger():
-    yield
-    if BaseDebugger._active is not None:
-        BaseDebugger._active.finish()
 
 
 def train(debugger=None, steps: int = 3):

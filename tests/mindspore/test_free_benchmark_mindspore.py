@@ -12,16 +12,8 @@ import numpy as np
 import pytest
 from mindspore import nn, ops
 
-from msprobe.core.debugger import BaseDebugger
 from msprobe.core.free_benchmark import CSV_COLUMNS
 from msprobe.mindspore import PrecisionDebugger
-
-
-@pytest.fixture(autouse=True)
-def _finish_debugger():
-    yield
-    if BaseDebugger._active is not None:
-        BaseDebugger._active.finish()
 
 
 class HalfNet(nn.Cell):

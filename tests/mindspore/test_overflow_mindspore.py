@@ -7,18 +7,9 @@ import json
 
 import mindspore as ms
 import numpy as np
-import pytest
 from mindspore import nn, ops
 
-from msprobe.core.debugger import BaseDebugger
 from msprobe.mindspore import PrecisionDebugger
-
-
-@pytest.fixture(autouse=True)
-def _finish_debugger():
-    yield
-    if BaseDebugger._active is not None:
-        BaseDebugger._active.finish()
 
 
 class ScaledNet(nn.Cell):

@@ -10,15 +10,6 @@ from msprobe.core.config import ConfigError
 from msprobe.pytorch import PrecisionDebugger
 
 
-@pytest.fixture(autouse=True)
-def _no_running_debugger():
-    yield
-    from msprobe.core.debugger import BaseDebugger
-
-    if BaseDebugger._active is not None:
-        BaseDebugger._active.finish()
-
-
 def write_config(tmp_path, config: dict):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))

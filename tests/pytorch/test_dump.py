@@ -12,16 +12,8 @@ import torch
 from torch import nn
 from torch_models import ConvBN, train
 
-from msprobe.core.debugger import BaseDebugger
 from msprobe.core.naming import parse_name
 from msprobe.pytorch import PrecisionDebugger
-
-
-@pytest.fixture(autouse=True)
-def _finish_debugger():
-    yield
-    if BaseDebugger._active is not None:
-        BaseDebugger._active.finish()
 
 
 def load(dump_root: Path, step: int = 0, name: str = "dump.json"):

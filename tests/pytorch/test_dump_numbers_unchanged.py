@@ -7,19 +7,12 @@ import pytest
 import torch
 from torch_models import ConvBN, GRUNet, TinyTransformer, train
 
-from msprobe.core.debugger import BaseDebugger
 from msprobe.pytorch import PrecisionDebugger
 
 CASES = [
     ("statistics", "L1"), ("statistics", "L0"), ("statistics", "mix"), ("tensor", "mix"),
 ]
 
-
-@pytest.fixture(autouse=True)
-def _finish_debugger():
-    yield
-    if BaseDebugger._active is not None:
-        BaseDebugger._active.finish()
 
 
 def _eval_without_dropout(model_cls):

@@ -11,18 +11,11 @@ import torch
 from torch import nn
 from torch_models import TinyTransformer, train
 
-from msprobe.core.debugger import BaseDebugger
 from msprobe.core.free_benchmark import CSV_COLUMNS
 from msprobe.pytorch import PrecisionDebugger
 
 MODES = ("improve_precision", "add_noise", "bit_noise", "no_change", "change_value", "to_cpu")
 
-
-@pytest.fixture(autouse=True)
-def _finish_debugger():
-    yield
-    if BaseDebugger._active is not None:
-        BaseDebugger._active.finish()
 
 
 class HalfNet(nn.Module):

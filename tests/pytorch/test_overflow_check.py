@@ -7,19 +7,10 @@ import json
 import math
 
 import numpy as np
-import pytest
 import torch
 from torch import nn
 
-from msprobe.core.debugger import BaseDebugger
 from msprobe.pytorch import PrecisionDebugger
-
-
-@pytest.fixture(autouse=True)
-def _finish_debugger():
-    yield
-    if BaseDebugger._active is not None:
-        BaseDebugger._active.finish()
 
 
 class ScaledNet(nn.Module):

@@ -5,17 +5,7 @@ command live here once and are shared by ``msprobe.pytorch`` and ``msprobe.minds
 must never import torch or mindspore (a test checks it in a fresh interpreter).
 """
 
-from __future__ import annotations
-
-from typing import Any
+from msprobe.core.lazy import lazy_exports
 
 __all__ = ["GradComparator"]
-
-
-def __getattr__(name: str) -> Any:
-    # Loaded on first use, so that `import msprobe.core` (and the msprobe command) stays light.
-    if name == "GradComparator":
-        from msprobe.core.grad_probe import GradComparator
-
-        return GradComparator
-    raise AttributeError(f"module 'msprobe.core' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, {"GradComparator": "msprobe.core.grad_probe"})

@@ -6,8 +6,7 @@ just to print its help or compare dumps.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from msprobe.core.lazy import lazy_exports
 
 # Eager, and light (no mindspore import): the function must own the name `compare`, not the submodule of
 # the same name, whichever of the two is imported first.
@@ -24,14 +23,4 @@ __all__ = [
     "compare_distributed",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'msprobe.mindspore' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_PUBLIC})
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)
