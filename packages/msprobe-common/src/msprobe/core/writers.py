@@ -116,6 +116,7 @@ class StepWriter:
         self.directory = claim_step_dir(dump_path, step, rank)
         self.framework = framework
         self._tensor_dir = self.directory / TENSOR_DIR
+        self._tensor_dir_made = False
         data_dir = str(self._tensor_dir) if with_tensors else None
         empty_dump = json_text({"task": task, "level": level, "dump_data_dir": data_dir, "data": {}})
         head, tail = empty_dump[: -len("{}\n}")], "\n}"  # "data" is last: its members stream in between
@@ -128,8 +129,12 @@ class StepWriter:
 
     @property
     def tensor_dir(self) -> Path:
-        """``.../dump_tensor_data``, created on first use."""
-        return make_dir(self._tensor_dir)
+        """``.../dump_tensor_data``, created (and checked) on first use only: this is asked once per
+        saved tensor, and checking every parent each time cost more than a small tensor's file."""
+        if not self._tensor_dir_made:
+            make_dir(self._tensor_dir)
+            self._tensor_dir_made = True
+        return self._tensor_dir
 
     def add(self, name: str, entry: dict) -> None:
         self._check_open()

@@ -81,27 +81,25 @@ class TorchTensorAdapter:
 
     def __init__(self) -> None:
         # The output of one call is usually the input of the next: statistics of a tensor that has not
-        # changed since (same object, same version counter) are reused, not recomputed.
-        self._recent: dict[int, tuple[weakref.ref, int, StatsHandle | TensorStats]] = {}
-        self._saved: dict[int, tuple[weakref.ref, int, Path]] = {}
+        # changed since (same tensor, same version counter) are reused, not recomputed.
+        # Checksums likewise (md5 mode hashes every byte, so a repeat is as dear as the first time).
+        self._recent: _Memo = {}
+        self._checksums: _Memo = {}
+        self._saved: _Memo = {}
 
     def stats(self, tensor: torch.Tensor) -> StatsHandle | TensorStats:
-        known = self._recent.get(id(tensor))
-        if known is not None and known[0]() is tensor and known[1] == tensor._version:
-            return known[2]
-        result = self._compute_stats(tensor)
-        if len(self._recent) >= _RECENT_LIMIT:
-            self._recent.clear()
-        self._recent[id(tensor)] = (weakref.ref(tensor), tensor._version, result)
-        return result
+        return _remembered(self._recent, tensor, self._compute_stats)
+
+    def checksum(self, tensor: torch.Tensor) -> str:
+        return _remembered(self._checksums, tensor, _crc32)
 
     def _compute_stats(self, tensor: torch.Tensor) -> StatsHandle | TensorStats:
+        t = tensor.detach()  # detached: nothing below is recorded by autograd
+        if t.numel() == 0:
+            return TensorStats(None, None, None, None)
+        if t.device.type == "cpu":
+            return _host_stats(t)
         with torch.no_grad():
-            t = tensor.detach()
-            if t.numel() == 0:
-                return TensorStats(None, None, None, None)
-            if t.device.type == "cpu":
-                return _host_stats(t)
             if t.dtype == torch.bool:
                 flags = torch.stack((t.any(), t.all())).to(torch.float64)
                 return StatsHandle(torch.cat((flags, flags.new_zeros(_STAT_COUNT - 2))), is_bool=True)
@@ -112,28 +110,20 @@ class TorchTensorAdapter:
         rows = iter(_fetch_rows(pending))
         return [h if isinstance(h, TensorStats) else _to_stats(next(rows), h.is_bool) for h in handles]
 
-    def checksum(self, tensor: torch.Tensor) -> str:
-        t = tensor.detach().cpu().contiguous()
-        if t.dtype == torch.bfloat16:  # numpy has no bfloat16: hash the same bytes as int16
-            t = t.view(torch.int16)
-        return f"{zlib.crc32(memoryview(t.numpy()).cast('B')) & 0xFFFFFFFF:08x}"
-
     def snapshot(self, tensor: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             return tensor.detach().clone()
 
     def save(self, tensor: torch.Tensor, path: Path) -> None:
-        known = self._saved.get(id(tensor))
-        if known is not None and known[0]() is tensor and known[1] == tensor._version and known[2].exists():
-            os.link(known[2], path)  # the same unchanged tensor again: a second name for the same file
+        known = _known(self._saved, tensor)
+        if known is not None and known.exists():
+            os.link(known, path)  # the same unchanged tensor again: a second name for the same file
             return
         t = tensor.detach().cpu().contiguous()
         if t.untyped_storage().nbytes() != t.numel() * t.element_size():
             t = t.clone()  # a view: save its own elements, not the whole storage behind it
         torch.save(t, path)
-        if len(self._saved) >= _RECENT_LIMIT:
-            self._saved.clear()
-        self._saved[id(tensor)] = (weakref.ref(tensor), tensor._version, path)
+        _remember(self._saved, tensor, path)
 
     def encode_other(self, value: Any) -> Any:
         if isinstance(value, torch.dtype):
@@ -145,6 +135,41 @@ class TorchTensorAdapter:
         if _is_process_group(value):
             return _encode_group(value)
         return NOT_HANDLED
+
+
+# Per-tensor memo: id(tensor) → (a weak reference to it, its version counter, the result).
+_Memo = dict[int, tuple[weakref.ref, int, Any]]
+
+
+def _known(cache: _Memo, tensor: torch.Tensor) -> Any:
+    """What ``cache`` holds for this same tensor at this same version, or None."""
+    known = cache.get(id(tensor))
+    if known is not None and known[0]() is tensor and known[1] == tensor._version:
+        return known[2]
+    return None
+
+
+def _remember(cache: _Memo, tensor: torch.Tensor, result: Any) -> None:
+    if len(cache) >= _RECENT_LIMIT:
+        cache.clear()
+    cache[id(tensor)] = (weakref.ref(tensor), tensor._version, result)
+
+
+def _remembered(cache: _Memo, tensor: torch.Tensor, compute: Any) -> Any:
+    """``compute(tensor)``, or what it gave for this same tensor at this same version."""
+    result = _known(cache, tensor)
+    if result is None:
+        result = compute(tensor)
+        _remember(cache, tensor, result)
+    return result
+
+
+def _crc32(tensor: torch.Tensor) -> str:
+    """CRC-32 of the tensor's elements in row-major order (no copy for a contiguous CPU tensor)."""
+    t = tensor.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:  # numpy has no bfloat16: hash the same bytes as int16
+        t = t.view(torch.int16)
+    return f"{zlib.crc32(memoryview(t.numpy()).cast('B')) & 0xFFFFFFFF:08x}"
 
 
 def _fetch_rows(handles: list[StatsHandle]) -> list[list[float]]:

@@ -7,17 +7,16 @@ only in how they learn about a call; what happens to it is decided here once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from msprobe.core.events import Call, CallSink
 from msprobe.core.naming import CallCounter, backward_name
 from msprobe.pytorch.hooks.backward import BackwardCapture
+from msprobe.pytorch.hooks.flat import flatten, unflatten
 
 
 @dataclass
@@ -47,13 +46,9 @@ class Recorder:
         self.active = False
         self.paused = False
 
-    @contextmanager
-    def pause(self) -> Iterator[None]:
-        previous, self.paused = self.paused, True
-        try:
-            yield
-        finally:
-            self.paused = previous
+    def pause(self) -> _Paused:
+        """``with recorder.pause():`` — torch code run inside is msprobe's own, not the user's."""
+        return _Paused(self)
 
     def begin(
         self,
@@ -78,7 +73,7 @@ class Recorder:
         pending = Pending(call)
         if not (wants_backward and differentiable and torch.is_grad_enabled()):
             return pending
-        flat, spec = tree_flatten((args, kwargs))
+        flat, spec = flatten((args, kwargs))
         # A module's parameters can make its outputs need gradients even when no input does.
         if not is_module and not any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
             return pending
@@ -87,7 +82,7 @@ class Recorder:
         with self.pause():
             new_flat, pending.originals = pending.capture.wrap_inputs(flat, skip)
         if pending.originals:
-            pending.call_args = tree_unflatten(new_flat, spec)
+            pending.call_args = unflatten(new_flat, spec)
         return pending
 
     def restore_inputs(self, pending: Pending, output: Any) -> tuple[Any, bool]:
@@ -98,7 +93,7 @@ class Recorder:
         """
         if not pending.originals:
             return output, False
-        flat, spec = tree_flatten(output)
+        flat, spec = flatten(output)
         changed = False
         for i, value in enumerate(flat):
             if isinstance(value, torch.Tensor):
@@ -107,7 +102,7 @@ class Recorder:
                     changed = True
                 elif value._base is not None and id(value._base) in pending.originals:
                     return output, True
-        return (tree_unflatten(flat, spec) if changed else output), False
+        return (unflatten(flat, spec) if changed else output), False
 
     def end(self, pending: Pending, output: Any) -> Any:
         """Tell the sink the call returned ``output`` and watch the output gradients. Returns what the
@@ -117,7 +112,7 @@ class Recorder:
             if replacement is not None:
                 output = replacement
             if pending.capture is not None:
-                outputs, _ = tree_flatten(output)
+                outputs, _ = flatten(output)
                 pending.capture.hook_outputs(outputs)
         return output
 
@@ -132,7 +127,7 @@ class Recorder:
         """The call re-ran on the original inputs (a view op): drop the aliases; the view's own
         autograd node reports the input gradient."""
         capture = BackwardCapture(self._emitter(pending.call))
-        flat, _ = tree_flatten((pending.call.args, pending.call.kwargs))
+        flat, _ = flatten((pending.call.args, pending.call.kwargs))
         capture.skip_inputs(flat)
         if isinstance(output, torch.Tensor):
             capture.watch_view(output, flat)
@@ -149,7 +144,24 @@ class Recorder:
         return emit
 
 
+class _Paused:
+    """The context of :meth:`Recorder.pause` (a plain class: a generator context manager cost more
+    than the rest of a call's bookkeeping, and this runs several times per recorded call)."""
+
+    __slots__ = ("_recorder", "_previous")
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+        self._previous = False
+
+    def __enter__(self) -> None:
+        self._previous, self._recorder.paused = self._recorder.paused, True
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._recorder.paused = self._previous
+
+
 def _mutated_ids(args: tuple, kwargs: dict) -> frozenset[int]:
     """Tensors an in-place call writes into: ``self``/the first argument and ``out=``."""
-    targets, _ = tree_flatten((args[:1], kwargs.get("out")))
+    targets, _ = flatten((args[:1], kwargs.get("out")))
     return frozenset(id(t) for t in targets if isinstance(t, torch.Tensor))
