@@ -10,22 +10,17 @@ statistics ≤ 1.5×, md5 ≤ 2×, tensor ≤ 5×, idle ≤ 1.02×).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import shutil
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from msprobe.core.debugger import BaseDebugger
 from msprobe.pytorch import PrecisionDebugger
 
 sys.path.insert(0, str(Path(__file__).parent))
-from table import print_table  # noqa: E402
+from harness import print_table, run_modes, time_steps  # noqa: E402
 
 MODES = {
     "bare": None,
@@ -56,33 +51,12 @@ class SmallTransformer(nn.Module):
         return self.head(self.encoder(self.embed(tokens)))
 
 
-def make_debugger(spec: dict | None, dump_path: Path):
-    """A debugger for ``spec``: common keys as constructor arguments, the rest into the task's section."""
-    if spec is None:
-        return None
-    spec = dict(spec)
-    common = {key: spec.pop(key) for key in ("task", "level", "step") if key in spec}
-    config = dump_path.parent / "bench_config.json"
-    config.write_text(json.dumps({"dump_path": str(dump_path), **common, common["task"]: spec}))
-    return PrecisionDebugger(config_path=str(config))
-
-
-def run_steps(model, optimizer, debugger, batches) -> list[tuple[float, float]]:
-    """(wall seconds, CPU seconds of this process) per step."""
-    times = []
-    for tokens, targets in batches:
-        begin, begin_cpu = time.perf_counter(), time.process_time()
-        if debugger is not None:
-            debugger.start(model)
-        loss = nn.functional.cross_entropy(model(tokens).flatten(0, 1), targets.flatten())
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if debugger is not None:
-            debugger.stop()
-            debugger.step()
-        times.append((time.perf_counter() - begin, time.process_time() - begin_cpu))
-    return times
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: tuple) -> None:
+    tokens, targets = batch
+    loss = nn.functional.cross_entropy(model(tokens).flatten(0, 1), targets.flatten())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
 
 
 def main() -> None:
@@ -99,22 +73,13 @@ def main() -> None:
         (torch.randint(0, VOCAB, (BATCH, SEQUENCE)), torch.randint(0, VOCAB, (BATCH, SEQUENCE)))
         for _ in range(args.steps)
     ]
-    run_steps(model, optimizer, None, batches)  # warm-up
-    samples: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
-    scratch = Path(tempfile.mkdtemp(prefix="msprobe-bench-"))
-    try:
-        for _ in range(args.rounds):
-            for mode, spec in MODES.items():
-                dump_path = scratch / "dump"
-                debugger = make_debugger(spec, dump_path)
-                samples[mode] += run_steps(model, optimizer, debugger, batches)
-                if BaseDebugger._active is not None:
-                    BaseDebugger._active.finish()
-                shutil.rmtree(dump_path, ignore_errors=True)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    samples = run_modes(
+        MODES,
+        lambda debugger: time_steps(batches, lambda batch: train_step(model, optimizer, batch), debugger, model),
+        PrecisionDebugger,
+        args.rounds,
+    )
     print_table(samples)
-
 
 if __name__ == "__main__":
     main()

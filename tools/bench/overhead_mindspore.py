@@ -9,21 +9,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn, ops
 
-from msprobe.core.debugger import BaseDebugger
 from msprobe.mindspore import PrecisionDebugger
 
 sys.path.insert(0, str(Path(__file__).parent))
-from table import print_table  # noqa: E402
+from harness import print_table, run_modes, time_steps  # noqa: E402
 
 MODES = {
     "bare": None,
@@ -68,36 +64,15 @@ def main() -> None:
         for _ in range(args.steps)
     ]
 
-    def run(debugger) -> list[tuple[float, float]]:
-        times = []
-        for x, y in batches:
-            begin, begin_cpu = time.perf_counter(), time.process_time()
-            if debugger is not None:
-                debugger.start(net)
-            loss, grads = grad_fn(x, y)
-            optimizer(grads)
-            loss.asnumpy()
-            if debugger is not None:
-                debugger.stop()
-                debugger.step()
-            times.append((time.perf_counter() - begin, time.process_time() - begin_cpu))
-        return times
+    def train_step(batch: tuple) -> None:
+        loss, grads = grad_fn(*batch)
+        optimizer(grads)
+        loss.asnumpy()  # wait for the step's kernels
 
-    run(None)  # warm-up
-    samples: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
-    scratch = Path(tempfile.mkdtemp(prefix="msprobe-bench-ms-"))
-    try:
-        for _ in range(args.rounds):
-            for mode, spec in MODES.items():
-                debugger = None if spec is None else PrecisionDebugger(dump_path=str(scratch / "dump"), **spec)
-                samples[mode] += run(debugger)
-                if BaseDebugger._active is not None:
-                    BaseDebugger._active.finish()
-                shutil.rmtree(scratch / "dump", ignore_errors=True)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    samples = run_modes(
+        MODES, lambda debugger: time_steps(batches, train_step, debugger, net), PrecisionDebugger, args.rounds
+    )
     print_table(samples)
-
 
 if __name__ == "__main__":
     main()
