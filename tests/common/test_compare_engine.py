@@ -229,3 +229,22 @@ def test_chart_keeps_a_single_bad_row_visible_among_many():
     points = _buckets(results)
     assert len(points) <= CHART_POINTS and min(c for c, _ in points) == 0.2
     assert max(r for _, r in points) == 1e-4  # inf has no place on a log scale; the row is shown by its cosine
+
+
+
+def test_worst_rows_leave_out_rows_without_a_measure():
+    """Non-tensor arguments compared by value have no number to rank by: they do not pad the list."""
+    from msprobe.core.compare.divergence import worst_rows
+    from msprobe.core.compare.metrics import TensorMetrics
+    from msprobe.core.compare.rows import Row
+    from msprobe.core.compare.verdict import RowResult
+
+    def result(suffix: str, value: dict, tensor: TensorMetrics | None, verdict: str) -> RowResult:
+        row = Row("Torch.add.0.forward", suffix, "input", value)
+        return RowResult(row, row, "tensor", tensor=tensor, verdict=verdict)
+
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2]}
+    good = result("input.0", tensor, TensorMetrics(cosine=0.9999, max_relative_err=1e-6), "Yes")
+    bad = result("output.0", tensor, TensorMetrics(cosine=0.5, max_relative_err=0.3), "No")
+    scalar = result("input.1", {"type": "int", "value": 1}, None, "N/A")
+    assert worst_rows([scalar, good, bad]) == [bad, good]

@@ -87,7 +87,18 @@ def _badness(result: RowResult) -> tuple:
     return (-1 if result.failed or result.verdict == DIFFERENT else 0, 0.0, -max(rels, default=0.0))
 
 
+def _measured(result: RowResult) -> bool:
+    """A row with a number to rank it by (or a failing verdict); non-tensor arguments compared by
+    value have neither, and would only pad the list."""
+    if result.failed or result.verdict == DIFFERENT:
+        return True
+    if result.tensor is not None:
+        return result.tensor.cosine is not None or result.tensor.max_relative_err is not None
+    return any(r is not None and not math.isnan(r) for _, r in result.stat_diffs)
+
+
 def worst_rows(results: list[RowResult], limit: int = 20) -> list[RowResult]:
-    """Failing rows first, then by lowest Cosine / highest relative error; only matched rows."""
-    matched = [r for r in results if r.npu is not None and r.bench is not None]
+    """Failing rows first, then by lowest Cosine / highest relative error; only matched rows that
+    have a measure."""
+    matched = [r for r in results if r.npu is not None and r.bench is not None and _measured(r)]
     return sorted(matched, key=_badness)[:limit]
