@@ -26,6 +26,15 @@ class HalfNet(nn.Cell):
         return ops.exp(h * 4).astype(ms.float32).sum() + ops.relu(h).astype(ms.float32).sum()
 
 
+def _csv_rows(path) -> list[dict]:
+    """The rows of free_benchmark.csv (none when the file was never written), header checked."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as handle:
+        reader = csv.reader(handle)
+        assert tuple(next(reader)) == CSV_COLUMNS
+        return [dict(zip(CSV_COLUMNS, row)) for row in reader]
+
 def _run(tmp_path, **section):
     config = {"task": "free_benchmark", "dump_path": str(tmp_path / "out"), "free_benchmark": section}
     (tmp_path / "c.json").write_text(json.dumps(config))
@@ -38,13 +47,7 @@ def _run(tmp_path, **section):
     out = net(x).asnumpy()
     debugger.stop()
     debugger.step()
-    path = tmp_path / "out" / "free_benchmark.csv"
-    rows = []
-    if path.exists():
-        with open(path, newline="") as handle:
-            reader = csv.reader(handle)
-            assert tuple(next(reader)) == CSV_COLUMNS
-            rows = [dict(zip(CSV_COLUMNS, row)) for row in reader]
+    rows = _csv_rows(tmp_path / "out" / "free_benchmark.csv")
     return rows, plain, out
 
 
@@ -119,13 +122,7 @@ def _train(tmp_path, steps: int, **section):
         losses.append(loss.asnumpy())
         x_grads.append(x_grad.asnumpy())
     next_draw = ops.rand((4,)).asnumpy()
-    path = tmp_path / "out" / "free_benchmark.csv"
-    rows = []
-    if path.exists():
-        with open(path, newline="") as handle:
-            reader = csv.reader(handle)
-            assert tuple(next(reader)) == CSV_COLUMNS
-            rows = [dict(zip(CSV_COLUMNS, row)) for row in reader]
+    rows = _csv_rows(tmp_path / "out" / "free_benchmark.csv")
     return losses, x_grads, net.v.asnumpy(), next_draw, rows
 
 
