@@ -165,3 +165,69 @@ def test_backward_after_disable_is_not_reported():
     interceptor.disable()
     y.sum().backward()
     assert sink.backward_names == []
+
+
+class _ReadsTwice(nn.Module):
+    """RMSNorm's shape: the input is read by two ops inside the module."""
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+def test_gradient_accumulation_order_is_unchanged_at_every_level():
+    """A module reading its input twice while the input also feeds a residual add: an identity node
+    around the module would sum its two contributions first, (a + b) + c becoming a + (b + c)."""
+
+    def run(level):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(64, 64), _ReadsTwice(), nn.Linear(64, 64))
+        x = torch.randn(16, 64)
+        interceptor = _enabled(RecordingSink(), level, model) if level else None
+        h = model[0](x)
+        out = model[2](model[1](h)) + h * 3.7
+        out.pow(2).sum().backward()
+        if interceptor:
+            interceptor.disable()
+        return [p.grad for p in model.parameters()]
+
+    plain = run(None)
+    for level in ("L0", "L1", "mix"):
+        assert all(torch.equal(a, b) for a, b in zip(plain, run(level))), level
+
+
+def test_inplace_module_and_inplace_api_report_the_gradient_of_the_value_before():
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, requires_grad=True)
+    model = nn.Sequential(nn.ReLU(inplace=True))
+    sink = RecordingSink()
+    interceptor = _enabled(sink, "mix", model)
+    h = x * 1.5
+    out = model(h)
+    y = out * 2.0
+    y.add_(x)
+    (y * y).sum().backward()
+    interceptor.disable()
+    assert out is h
+    g = 2 * y.detach()
+    relu_in = (x * 1.5).detach()
+    assert torch.equal(x.grad, (g * 2.0) * (relu_in > 0) * 1.5 + g)
+    grad_in, grad_out = sink.grads["Module.0.ReLU.backward.0"]
+    assert torch.equal(grad_in[0], g * 2.0) and torch.equal(grad_out[0], (g * 2.0) * (relu_in > 0))
+    grad_in, grad_out = sink.grads["Tensor.add_.0.backward"]
+    assert torch.equal(grad_in[0], g) and torch.equal(grad_out[0], g) and torch.equal(grad_out[1], g)
+
+
+def test_unused_branch_is_reported_at_the_end_of_the_pass_and_each_pass_reports_again():
+    x = torch.randn(4, requires_grad=True)
+    sink = RecordingSink()
+    interceptor = _enabled(sink)
+    a, b = x.exp(), x.sin()
+    both = torch.stack([a, b])  # consumes both, but only the first row reaches the loss
+    loss = both[0].sum()
+    loss.backward(retain_graph=True)
+    loss.backward()
+    interceptor.disable()
+    assert sink.backward_names.count("Torch.stack.0.backward") == 2
+    assert sink.backward_names.count("Tensor.exp.0.backward") == 2
+    grad_in, grad_out = sink.grads["Torch.stack.0.backward"]
+    assert torch.equal(grad_out[0], torch.ones(4)) and torch.equal(grad_out[1], torch.zeros(4))

@@ -50,15 +50,7 @@ class ApiMode(TorchFunctionMode):
         count = recorder.counter.next(f"{prefix}.{api}")
         name = api_name(prefix, api, count, FORWARD)
         pending = recorder.begin(name, args, kwargs, is_module=False, mutates=is_mutating(api, kwargs), func=func)
-        call_args, call_kwargs = pending.arguments()
-        output = func(*call_args, **call_kwargs)
-        output, is_view_of_alias = recorder.restore_inputs(pending, output)
-        if is_view_of_alias:
-            # A view of an alias would cut in-place changes off from the user's tensor; view ops are
-            # pure, so run it again on the originals and keep only the output gradients.
-            output = func(*args, **kwargs)
-            recorder.rerun_capture(pending, output)
-        return recorder.end(pending, output)
+        return recorder.end(pending, func(*args, **kwargs))
 
 
 class OperatorNames:

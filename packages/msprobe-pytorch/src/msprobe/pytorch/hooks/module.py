@@ -1,8 +1,9 @@
 """Module-level interception (L0 and mix): forward pre/post hooks on every named submodule.
 
 Backward entries use the same capture as APIs (``backward.py``) instead of
-``register_full_backward_hook``: PyTorch's full backward hooks make module outputs views created in a
-custom Function, so a later in-place op on them (``self.fc(x).relu_()``) raises.
+``register_full_backward_hook``: PyTorch's full backward hooks put identity nodes around the module,
+which makes its outputs views created in a custom Function (a later ``self.fc(x).relu_()`` raises),
+changes the order in which gradients are summed, and cannot serve in-place modules.
 
 Hooks are registered on ``install`` and removed on ``remove``, so a model that is attached but not
 collecting runs ``Module.__call__``'s hook-free fast path. Calls of one module nest (recursion, a
@@ -86,7 +87,7 @@ class ModuleHooks:
             name = module_name("Module", path, type(module).__name__, FORWARD, count)
             pending = recorder.begin(name, args, kwargs, is_module=True, mutates=False)
             self._pending.setdefault(id(module), []).append(pending)
-            return pending.call_args  # None keeps the arguments as they are
+            return None
 
         return pre_hook
 
@@ -97,10 +98,7 @@ class ModuleHooks:
             stack = self._pending.get(id(module))
             if not stack or recorder.paused:
                 return None
-            pending = stack.pop()
-            # A module cannot be re-run, so an output that is a view of an input alias stays as it is.
-            restored, _ = recorder.restore_inputs(pending, output)
-            recorder.end(pending, restored)
-            return None if restored is output else restored
+            recorder.end(stack.pop(), output)
+            return None
 
         return post_hook

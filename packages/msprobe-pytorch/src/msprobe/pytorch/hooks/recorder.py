@@ -8,29 +8,23 @@ only in how they learn about a call; what happens to it is decided here once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from msprobe.core.events import Call, CallSink
 from msprobe.core.naming import CallCounter, backward_name
-from msprobe.pytorch.hooks.backward import BackwardCapture
-from msprobe.pytorch.hooks.flat import flatten, unflatten
+from msprobe.pytorch.hooks.backward import BackwardCapture, EmitOrder
+from msprobe.pytorch.hooks.flat import flatten
 
 
 @dataclass
 class Pending:
-    """A call between its start and its end: what ran, and the aliases given to it."""
+    """A call between its start and its end, with the capture of its backward when one is wanted."""
 
     call: Call
     capture: BackwardCapture | None = None
-    originals: dict[int, torch.Tensor] = field(default_factory=dict)
-    call_args: tuple[tuple, dict] | None = None  # (args, kwargs) with aliases, when inputs were wrapped
-
-    def arguments(self) -> tuple[tuple, dict]:
-        """What the real call must receive: the aliases when inputs were wrapped."""
-        return self.call_args or (self.call.args, self.call.kwargs)
 
 
 class Recorder:
@@ -45,6 +39,7 @@ class Recorder:
         self.counter = CallCounter()
         self.active = False
         self.paused = False
+        self._order = EmitOrder()
 
     def pause(self) -> _Paused:
         """``with recorder.pause():`` — torch code run inside is msprobe's own, not the user's."""
@@ -61,8 +56,8 @@ class Recorder:
         differentiable: bool = True,
         func: Callable[..., Any] | None = None,
     ) -> Pending:
-        """Tell the sink a call starts; when it wants the backward and gradients are involved, route
-        the inputs that need a gradient through the backward capture (mutated inputs excepted).
+        """Tell the sink a call starts; when it wants the backward and gradients are involved, note
+        where the inputs' gradients flow (``backward.py``: nothing is put into the user's graph).
 
         ``func``: the real API, offered to the sink as ``Call.rerun`` (run with interception paused).
         """
@@ -73,36 +68,12 @@ class Recorder:
         pending = Pending(call)
         if not (wants_backward and differentiable and torch.is_grad_enabled()):
             return pending
-        flat, spec = flatten((args, kwargs))
+        flat, _ = flatten((args, kwargs))
         # A module's parameters can make its outputs need gradients even when no input does.
         if not is_module and not any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
             return pending
-        pending.capture = BackwardCapture(self._emitter(call))
-        skip = _mutated_ids(args, kwargs) if mutates else frozenset()
-        with self.pause():
-            new_flat, pending.originals = pending.capture.wrap_inputs(flat, skip)
-        if pending.originals:
-            pending.call_args = unflatten(new_flat, spec)
+        pending.capture = BackwardCapture(self._emitter(call), self._order, flat)
         return pending
-
-    def restore_inputs(self, pending: Pending, output: Any) -> tuple[Any, bool]:
-        """Give back the original tensor wherever the call returned one of our aliases unchanged.
-
-        Also reports whether an output is an autograd view of an alias: in-place changes to such a view
-        would not reach the user's tensor's history, so API calls re-run unwrapped (views are pure).
-        """
-        if not pending.originals:
-            return output, False
-        flat, spec = flatten(output)
-        changed = False
-        for i, value in enumerate(flat):
-            if isinstance(value, torch.Tensor):
-                if id(value) in pending.originals:
-                    flat[i] = pending.originals[id(value)]
-                    changed = True
-                elif value._base is not None and id(value._base) in pending.originals:
-                    return output, True
-        return (unflatten(flat, spec) if changed else output), False
 
     def end(self, pending: Pending, output: Any) -> Any:
         """Tell the sink the call returned ``output`` and watch the output gradients. Returns what the
@@ -113,7 +84,7 @@ class Recorder:
                 output = replacement
             if pending.capture is not None:
                 outputs, _ = flatten(output)
-                pending.capture.hook_outputs(outputs)
+                pending.capture.arm(outputs)
         return output
 
     def _paused_runner(self, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -122,16 +93,6 @@ class Recorder:
                 return func(*args, **kwargs)
 
         return rerun
-
-    def rerun_capture(self, pending: Pending, output: Any) -> None:
-        """The call re-ran on the original inputs (a view op): drop the aliases; the view's own
-        autograd node reports the input gradient."""
-        capture = BackwardCapture(self._emitter(pending.call))
-        flat, _ = flatten((pending.call.args, pending.call.kwargs))
-        capture.skip_inputs(flat)
-        if isinstance(output, torch.Tensor):
-            capture.watch_view(output, flat)
-        pending.capture, pending.originals, pending.call_args = capture, {}, None
 
     def _emitter(self, call: Call) -> Callable[[tuple, tuple], None]:
         def emit(grad_input: tuple, grad_output: tuple) -> None:
@@ -160,8 +121,3 @@ class _Paused:
     def __exit__(self, *exc_info: object) -> None:
         self._recorder.paused = self._previous
 
-
-def _mutated_ids(args: tuple, kwargs: dict) -> frozenset[int]:
-    """Tensors an in-place call writes into: ``self``/the first argument and ``out=``."""
-    targets, _ = flatten((args[:1], kwargs.get("out")))
-    return frozenset(id(t) for t in targets if isinstance(t, torch.Tensor))
