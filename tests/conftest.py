@@ -25,7 +25,7 @@ class _Records(logging.Handler):
 
 @pytest.fixture
 def msprobe_log():
-    """Records every message of the ``msprobe`` logger (which does not propagate to root).
+    """Records every message of the ``msprobe`` logger, whatever handlers the application has.
 
     Use ``msprobe_log.messages`` (list of str) or ``msprobe_log.text()``.
     """

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
+from msprobe.core.log import use_console
+
 ENTRY_POINT_GROUP = "msprobe.frameworks"
 FRAMEWORKS = {"pytorch": "msprobe-pytorch", "mindspore": "msprobe-mindspore"}
 DISTRIBUTIONS = ("msprobe-common", *FRAMEWORKS.values())
@@ -103,6 +105,7 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    use_console()
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_global_options(pre)

@@ -13,7 +13,7 @@ from typing import Any
 
 from msprobe.core.config import DebuggerConfig, load_debugger_config
 from msprobe.core.free_benchmark import free_benchmark_collector
-from msprobe.core.log import logger
+from msprobe.core.log import logger, use_console
 from msprobe.core.session import Session, dump_collector, overflow_collector
 
 DUMP_TASKS = ("statistics", "tensor")
@@ -45,6 +45,7 @@ class BaseDebugger:
         model: Any = None,
         step: list | None = None,
     ) -> BaseDebugger:
+        use_console()
         config = load_debugger_config(
             config_path, framework=cls.framework, task=task, dump_path=dump_path, level=level, step=step
         )
