@@ -53,18 +53,16 @@ class TinyTransformer(nn.Module):
         return torch.randint(0, 20, (3, 7), generator=gen), torch.randint(0, 5, (3,), generator=gen)
 
 
-def train(model_cls, debugger=None, steps: int = 3, seed: int = 0):
-    """Train ``steps`` steps; returns (losses, parameters, gradients of the last step)."""
-    torch.manual_seed(seed)
-    model = model_cls()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    gen = torch.Generator().manual_seed(seed + 1)
+def train_steps(model, optimizer, next_batch, loss_of, debugger=None, steps: int = 3, autocast=None):
+    """The training loop every end-to-end test runs; each step framed by ``start``/``stop``/``step`` as
+    the docs show, the optimizer step inside the frame. Returns (losses, parameters, last gradients)."""
     losses = []
     for _ in range(steps):
-        x, y = model_cls.batch(gen)
+        batch = next_batch()
         if debugger is not None:
             debugger.start(model)
-        loss = nn.functional.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
+            loss = loss_of(model, batch)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -72,6 +70,20 @@ def train(model_cls, debugger=None, steps: int = 3, seed: int = 0):
             debugger.stop()
             debugger.step()
         losses.append(loss.detach().clone())
-    grads = [p.grad.detach().clone() for p in model.parameters()]
+    grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
     params = [p.detach().clone() for p in model.parameters()]
     return losses, params, grads
+
+
+def train(model_cls, debugger=None, steps: int = 3, seed: int = 0):
+    """Train ``steps`` SGD steps of one of the models above."""
+    torch.manual_seed(seed)
+    model = model_cls()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    gen = torch.Generator().manual_seed(seed + 1)
+
+    def loss_of(model, batch):
+        x, y = batch
+        return nn.functional.cross_entropy(model(x), y)
+
+    return train_steps(model, optimizer, lambda: model_cls.batch(gen), loss_of, debugger, steps)

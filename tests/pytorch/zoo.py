@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch_models import train_steps
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -160,30 +161,10 @@ ZOO = [
 
 
 def train(spec: ZooModel, debugger=None, steps: int = 2, seed: int = 0, autocast: torch.dtype | None = None):
-    """``steps`` AdamW steps; returns (losses, parameters after the last step, its gradients).
-
-    With a debugger, each step is framed by ``start``/``stop``/``step`` as the docs show; the optimizer
-    step is inside the frame, so its calls are collected too.
-    """
+    """``steps`` AdamW steps of a zoo model; returns (losses, parameters, last gradients)."""
     torch.manual_seed(seed)
     model = spec.build()
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     gen = torch.Generator().manual_seed(seed + 1)
-    losses = []
-    for _ in range(steps):
-        batch = spec.batch(gen)
-        if debugger is not None:
-            debugger.start(model)
-        with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
-            loss = spec.loss(model, batch)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if debugger is not None:
-            debugger.stop()
-            debugger.step()
-        losses.append(loss.detach().clone())
-    params = [p.detach().clone() for p in model.parameters()]
-    grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
-    return losses, params, grads
+    return train_steps(model, optimizer, lambda: spec.batch(gen), spec.loss, debugger, steps, autocast)
