@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import openpyxl
 import pytest
 
@@ -48,9 +49,9 @@ def sheet_rows(path: Path) -> list[dict]:
     return [dict(zip(rows[0], row)) for row in rows[1:]]
 
 
-def first_divergence_from_sheet(rows: list[dict]) -> str:
+def first_failing_from_sheet(rows: list[dict]) -> str:
     """The earliest forward entry with a failing output and passing inputs, else the same among backward ones,
-    worked out from the xlsx alone."""
+    worked out from the xlsx's 1.1.1 verdict column alone (what the first divergence used to be)."""
     entries: dict[str, dict[str, list[str]]] = {}
     for row in rows:
         entry, part = re.match(r"(.+\.(?:forward|backward))\.(input|output)\.", row["NPU Name"]).groups()
@@ -59,10 +60,36 @@ def first_divergence_from_sheet(rows: list[dict]) -> str:
         for entry, parts in entries.items():
             if entry.endswith(direction) and "No" in parts.get("output", []) and "No" not in parts.get("input", []):
                 return entry
-    raise AssertionError("no divergence in the sheet")
+    raise AssertionError("no failing row in the sheet")
+
+
+def excess_by_numpy(npu_dir: Path, bench_dir: Path, entry: str, record: dict) -> float:
+    """The worst output's ‖n − b‖ / (slack · 2^-8 · scale), from the .pt files in float64: the rounding rule of
+    docs/compare.md (slack 8 forward, 128 backward; a backward entry's scale is at least its inputs' norm)."""
+    import torch
+
+    def load(directory: Path, name: str) -> np.ndarray:
+        return torch.load(directory / name, weights_only=True).double().numpy().ravel()
+
+    backward = entry.endswith("backward")
+    names = {part: [v["data_name"] for v in record.get(part, []) if isinstance(v, dict) and v.get("data_name")]
+             for part in ("input", "input_args", "output")}
+    inputs = names["input"] + names["input_args"]
+    floor = max((max(np.linalg.norm(load(npu_dir, n)), np.linalg.norm(load(bench_dir, n))) for n in inputs),
+                default=0.0) if backward else 0.0
+    worst = 0.0
+    for name in names["output"]:
+        n, b = load(npu_dir, name), load(bench_dir, name)
+        scale = max(np.linalg.norm(n), np.linalg.norm(b), floor)
+        worst = max(worst, np.linalg.norm(n - b) / ((128 if backward else 8) * 2.0**-8 * scale) if scale else 0.0)
+    return worst
 
 
 def test_tensor_compare_as_a_user_runs_it(tmp_path):
+    """1.1.1's bf16 and fp32 dumps of one training step: 1.1.1's verdict fails rows that are bf16 rounding, and the
+    first divergence names none of them; scaling one saved output by 1.05 makes that entry the first divergence."""
+    import torch
+
     config = compare_config(tmp_path, "tensor_L1")
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
@@ -75,11 +102,24 @@ def test_tensor_compare_as_a_user_runs_it(tmp_path):
     assert [r["NPU Name"] for r in rows] == [r["NPU Name"] for r in theirs]  # 44 rows, same order as 1.1.1
     assert all(r["Bench Name"] == r["NPU Name"] for r in rows)  # 1.1.1 matched 12 of them, we match all
     assert len(reports[".csv"].read_text().splitlines()) == len(rows) + 1
-    expected = first_divergence_from_sheet(rows)
+    assert first_failing_from_sheet(rows) == "Functional.relu.0.backward"  # 1.1.1's verdict column is kept
+    settings = json.loads(config.read_text())
+    npu_dir, bench_dir = (Path(settings[k]).parent / "dump_tensor_data" for k in ("npu_path", "bench_path"))
+    records = json.loads(Path(settings["npu_path"]).read_text())["data"]
+    excess = {entry: excess_by_numpy(npu_dir, bench_dir, entry, record) for entry, record in records.items()}
+    assert 0.05 < max(excess.values()) < 1  # every difference is within rounding...
+    assert "first divergence: none" in done.stderr  # ...so nothing is named
+
+    linear_out = npu_dir / "Functional.linear.0.forward.output.0.pt"
+    torch.save(torch.load(linear_out, weights_only=True) * 1.05, linear_out)
+    assert excess_by_numpy(npu_dir, bench_dir, "Functional.linear.0.forward", records["Functional.linear.0.forward"]) > 1
+    done = run_msprobe("-i", str(config), "-o", str(tmp_path / "out2"), cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
     console = [line for line in done.stderr.splitlines() if "first divergence:" in line]
-    assert len(console) == 1 and f"first divergence: {expected} (its inputs pass;" in console[0]
+    assert len(console) == 1 and "first divergence: Functional.linear.0.forward (its inputs pass;" in console[0]
     assert "File mk_pt.py" in console[0]  # the user's frame from stack.json
-    assert f"First divergence: {expected}" in reports[".html"].read_text()
+    [page] = (tmp_path / "out2").glob("*.html")
+    assert "First divergence: Functional.linear.0.forward" in page.read_text()
 
 
 @pytest.mark.parametrize("kind, verdict_column", [("statistics_mix", "Result"), ("md5_L1", "Result")])

@@ -15,6 +15,7 @@ from msprobe.core.compare.command import compare_command
 from msprobe.core.compare.distributed import compare_steps
 from msprobe.core.compare.report_xlsx import write_xlsx
 from msprobe.core.compare.table import columns
+from msprobe.core.compare.tensorfile import load_npy
 
 DATA = Path(__file__).parent / "data" / "compare_ref"
 
@@ -61,7 +62,7 @@ def pair(tmp_path):
 
 def test_extra_api_does_not_shift_and_first_divergence_is_found(pair, tmp_path):
     npu, bench, bad, y = pair
-    result = compare_dumps(npu, bench, tmp_path / "out", np.load, options=CompareOptions(with_stack=True, workers=1))
+    result = compare_dumps(npu, bench, tmp_path / "out", load_npy, options=CompareOptions(with_stack=True, workers=1))
     names = [(r.npu.name if r.npu else None, r.bench.name if r.bench else None, r.verdict) for r in result.results]
     assert ("Torch.cast.0.forward.input.0", None, "Unmatched") in names
     assert ("Torch.sum.0.forward.input.0", "Torch.sum.0.forward.input.0", "No") in names
@@ -76,7 +77,7 @@ def test_extra_api_does_not_shift_and_first_divergence_is_found(pair, tmp_path):
 
 def test_reports_columns_highlights_and_html(pair, tmp_path):
     npu, bench, _, _ = pair
-    result = compare_dumps(npu, bench, tmp_path / "out", np.load, options=CompareOptions(with_stack=True, workers=1))
+    result = compare_dumps(npu, bench, tmp_path / "out", load_npy, options=CompareOptions(with_stack=True, workers=1))
     xlsx = result.reports["xlsx"]
     assert re.fullmatch(r"compare_result_\d{14}\.xlsx", xlsx.name)
     sheet = openpyxl.load_workbook(xlsx).active
@@ -127,8 +128,8 @@ def test_parallel_workers_give_the_same_numbers(tmp_path):
              for i in range(40)]
     noisy = [(e, [a[0] * 1.01], o) for e, a, o in calls]
     npu, bench = write_dump(tmp_path / "n", noisy), write_dump(tmp_path / "b", calls)
-    one = compare_dumps(npu, bench, tmp_path / "o1", np.load, options=CompareOptions(workers=1, progress=False))
-    two = compare_dumps(npu, bench, tmp_path / "o2", np.load, options=CompareOptions(workers=2, progress=False))
+    one = compare_dumps(npu, bench, tmp_path / "o1", load_npy, options=CompareOptions(workers=1, progress=False))
+    two = compare_dumps(npu, bench, tmp_path / "o2", load_npy, options=CompareOptions(workers=2, progress=False))
     assert [r.tensor.cosine for r in one.results] == [r.tensor.cosine for r in two.results]
 
 
@@ -137,20 +138,20 @@ def test_mismatched_tasks_and_bad_files_name_the_file(pair, tmp_path):
     calls = [("Torch.exp.0.forward", [np.ones(2)], [np.ones(2)])]
     stats = write_dump(tmp_path / "s" / "rank", calls, task="statistics")
     with pytest.raises(CompareError, match="tensor dump.*summary dump"):
-        compare_dumps(npu, stats, tmp_path / "o", np.load)
+        compare_dumps(npu, stats, tmp_path / "o", load_npy)
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     with pytest.raises(CompareError, match=re.escape(str(broken))):
-        compare_dumps(npu, broken, tmp_path / "o", np.load)
+        compare_dumps(npu, broken, tmp_path / "o", load_npy)
     with pytest.raises(CompareError, match="npu_path.*does not exist"):
-        compare_dumps(tmp_path / "missing.json", bench, tmp_path / "o", np.load)
+        compare_dumps(tmp_path / "missing.json", bench, tmp_path / "o", load_npy)
 
 
 def test_cli_command_and_its_errors(pair, tmp_path, msprobe_log):
     npu, bench, _, _ = pair
     import argparse
 
-    command = compare_command(lambda: np.load)
+    command = compare_command(lambda: load_npy)
     parser = argparse.ArgumentParser()
     command.configure(parser)
     config = tmp_path / "compare.json"
@@ -172,7 +173,7 @@ def test_multi_rank_compares_each_rank_and_names_the_first_divergent_one(tmp_pat
     for rank, calls in enumerate([good, late, early]):
         write_dump(tmp_path / "npu" / "step0" / f"rank{rank}", calls)
         write_dump(tmp_path / "bench" / "step0" / f"rank{rank}", good)
-    result = compare_steps(tmp_path / "npu" / "step0", tmp_path / "bench" / "step0", tmp_path / "out", np.load,
+    result = compare_steps(tmp_path / "npu" / "step0", tmp_path / "bench" / "step0", tmp_path / "out", load_npy,
                            CompareOptions(workers=2, progress=False))
     assert sorted(result.ranks) == [0, 1, 2] and result.first_rank == 2
     assert result.ranks[0].first_divergence is None
@@ -197,7 +198,7 @@ def test_html_table_is_capped_but_keeps_divergence_and_worst_rows_and_points_to_
     noisy[140] = ("Torch.add.140.forward", [x * 2], [(x + 1) * 5])  # fails, but its input already fails
     npu = write_dump(tmp_path / "n", noisy, task="statistics")
     bench = write_dump(tmp_path / "b", calls, task="statistics")
-    result = compare_dumps(npu, bench, tmp_path / "out", np.load, options=CompareOptions(workers=1, progress=False))
+    result = compare_dumps(npu, bench, tmp_path / "out", load_npy, options=CompareOptions(workers=1, progress=False))
     assert result.first_divergence.entry == "Torch.add.120.forward" and len(result.results) == 300
     full = embedded(result.reports["html"].read_text())
     assert [r["n"] for r in full["rows"]] == list(range(1, 301))

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import multiprocessing
 import os
+import resource
+import signal
 import stat
 
 import pytest
 
 from msprobe.core.fileio import (
+    DumpWriteError,
     UnsafePathError,
     append_csv_rows,
     atomic_write_bytes,
     atomic_write_text,
     check_writable_path,
+    link_written,
     make_dir,
     write_csv,
+    write_file,
 )
 
 
@@ -29,6 +36,19 @@ def usual_umask():
 
 def mode(path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int):
+    """The kernel refuses every write past ``limit`` bytes of a file (EFBIG): a full disk for any user."""
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
 
 
 def test_check_writable_path_returns_the_absolute_path(tmp_path, monkeypatch):
@@ -85,11 +105,12 @@ def test_atomic_write_does_not_follow_a_planted_temp_symlink(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("keep me")
     target = tmp_path / "out.json"
-    (tmp_path / f".out.json.{os.getpid()}.tmp").symlink_to(victim)
-    with pytest.raises(OSError):
-        atomic_write_text(target, "payload")
+    planted = tmp_path / f".out.json.{os.getpid()}.tmp"
+    planted.symlink_to(victim)
+    atomic_write_text(target, "payload")  # the temporary file is created exclusively: the link is replaced
     assert victim.read_text() == "keep me"
-    assert not target.exists()
+    assert target.read_text() == "payload" and not target.is_symlink()
+    assert not os.path.lexists(planted)
 
 
 def test_write_csv_reads_back(tmp_path):
@@ -134,3 +155,62 @@ def test_append_csv_rows_from_several_processes_never_interleaves(tmp_path):
         assert {(r[0], r[1]) for r in batch} == {(batch[0][0], batch[0][1])}
         assert [int(r[2]) for r in batch] == list(range(10))
     assert mode(path) == 0o640
+
+
+def test_a_refused_write_leaves_nothing_and_reports_the_disks_error(tmp_path):
+    target = tmp_path / "big.bin"
+    with file_size_limit(4096), pytest.raises(DumpWriteError) as caught:
+        write_file(target, lambda handle: handle.write(bytes(100_000)))
+    assert caught.value.errno == errno.EFBIG and caught.value.filename == str(target)
+    assert 100_000 - 4096 <= caught.value.needed <= 100_000
+    assert list(tmp_path.iterdir()) == []
+
+
+def _like_torch_save(handle) -> None:
+    """What torch.save does with a failed write: the OSError becomes a RuntimeError without its errno."""
+    try:
+        handle.write(bytes(100_000))
+    except OSError:
+        raise RuntimeError("[enforce fail at inline_container.cc] PytorchStreamWriter failed writing file") from None
+
+
+def test_a_disk_error_that_a_serialiser_wrapped_is_still_reported_as_itself(tmp_path):
+    with file_size_limit(4096), pytest.raises(DumpWriteError) as caught:
+        write_file(tmp_path / "t.pt", _like_torch_save)
+    assert caught.value.errno == errno.EFBIG and "File too large" in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_error_that_is_not_the_disks_passes_through_and_leaves_nothing(tmp_path):
+    with pytest.raises(ZeroDivisionError):
+        write_file(tmp_path / "t.pt", lambda handle: handle.write(bytes(10)) / 0)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_atomic_write_keeps_the_old_file(tmp_path):
+    target = tmp_path / "dump.json"
+    target.write_text("{}")
+    with file_size_limit(4096), pytest.raises(DumpWriteError):
+        atomic_write_bytes(target, bytes(100_000))
+    assert target.read_text() == "{}"
+    assert [p.name for p in tmp_path.iterdir()] == ["dump.json"]
+
+
+def test_writing_replaces_a_linked_file_instead_of_writing_through_it(tmp_path):
+    first = write_file(tmp_path / "a.pt", lambda handle: handle.write(b"old"))
+    assert link_written(first, tmp_path / "b.pt")
+    write_file(tmp_path / "b.pt", lambda handle: handle.write(b"new"))
+    assert (tmp_path / "a.pt").read_bytes() == b"old" and (tmp_path / "b.pt").read_bytes() == b"new"
+
+
+def test_link_written_links_only_our_unchanged_file_in_the_same_directory(tmp_path):
+    ours = write_file(tmp_path / "a.pt", lambda handle: handle.write(b"ours"))
+    assert link_written(ours, tmp_path / "b.pt") and os.path.samefile(tmp_path / "a.pt", tmp_path / "b.pt")
+    assert link_written(ours, tmp_path / "b.pt")  # again, onto an existing name: replaced, not an error
+    (tmp_path / "sub").mkdir()
+    assert not link_written(ours, tmp_path / "sub" / "c.pt")  # another directory: never linked
+    (tmp_path / "a.pt").rename(tmp_path / "moved.pt")  # moved aside ...
+    (tmp_path / "a.pt").write_bytes(b"someone else's")  # ... and another file put in its place
+    assert not link_written(ours, tmp_path / "d.pt")
+    assert not (tmp_path / "d.pt").exists() and not (tmp_path / "sub" / "c.pt").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

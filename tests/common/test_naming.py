@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from msprobe.core import naming
 from msprobe.core.naming import (
     BACKWARD,
     FORWARD,
@@ -19,6 +20,7 @@ from msprobe.core.naming import (
     backward_name,
     module_name,
     parse_name,
+    safe_module_parts,
     tensor_file_name,
 )
 
@@ -187,3 +189,27 @@ def test_tensor_file_name_rejects_bad_part_and_suffix():
         tensor_file_name("Torch.add.0.forward", "grad", (0,), ".pt")
     with pytest.raises(ValueError, match="suffix '/x.pt'"):
         tensor_file_name("Torch.add.0.forward", "input", (0,), "/x.pt")
+
+
+@pytest.mark.parametrize(
+    ("path", "cls", "expected"),
+    [
+        ("layers.0.attn", "Attention", ("layers.0.attn", "Attention")),  # nothing to repair
+        ("..", "Linear", ("_._._", "Linear")),
+        ("a..b", "Linear", ("a._.b", "Linear")),
+        ("", "Linear", ("_", "Linear")),
+        ("enc.a/b", "Tanh", ("enc.a_b", "Tanh")),
+        ("x\\y", "ReLU", ("x_y", "ReLU")),
+        ("x\ny.\x00", "ReLU", ("x_y._", "ReLU")),
+        ("fc", "my.Linear", ("fc", "my_Linear")),
+        ("fc", "", ("fc", "_")),
+    ],
+)
+def test_safe_module_parts_repairs_what_cannot_be_named(path, cls, expected, msprobe_log):
+    naming._safe_module_parts.cache_clear()  # each repair is logged once per process: forget earlier ones
+    assert safe_module_parts(path, cls) == expected
+    name = module_name("Module", *expected, FORWARD, 0)  # the builder accepts the result
+    entry = parse_name(name)
+    assert (entry.api, entry.cls) == expected and entry.full == name
+    assert (expected != (path, cls)) == (repr(path) in msprobe_log.text())  # a repair is logged
+    assert "/" not in tensor_file_name(name, "input", (0,), ".pt")

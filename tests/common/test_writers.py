@@ -3,16 +3,23 @@ runs that never mix, and refusal of symlinked paths."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
+import resource
+import signal
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from msprobe.core import writers
-from msprobe.core.fileio import UnsafePathError
+from msprobe.core.fileio import DumpWriteError, UnsafePathError
+from msprobe.core.layout import DumpPathBusy
 from msprobe.core.writers import StepWriter, read_json, step_dir, write_json_atomic
 
 REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs") + "/pytorch"
@@ -197,6 +204,113 @@ def test_an_earlier_runs_step_dir_is_moved_aside_never_deleted(tmp_path, msprobe
     assert read_json(moved[0] / "dump.json") == {"from": "earlier run"}
     assert list(read_json(old / "dump.json")["data"]) == ["Torch.add.0.forward"]
     assert str(moved[0]) in msprobe_log.text()
+
+
+def test_every_step_of_an_earlier_run_is_moved_aside_not_only_the_ones_rewritten(tmp_path, msprobe_log):
+    for step in (0, 1, 7):
+        old = step_dir(tmp_path, step, None)
+        old.mkdir(parents=True)
+        (old / "dump.json").write_text(f'{{"earlier": {step}}}')
+    step_dir(tmp_path, 0, 3).mkdir()  # another rank's directory: not this run's business
+    (step_dir(tmp_path, 0, 3) / "dump.json").write_text("{}")
+    (tmp_path / "step2" / "rank").mkdir(parents=True)  # empty: nothing to keep, simply used later
+    new_writer(tmp_path, 1).close()
+    moved = sorted(tmp_path.glob("step*/rank.moved-*"))
+    assert [p.parent.name for p in moved] == ["step0", "step1", "step7"] and len({p.name for p in moved}) == 1
+    assert [read_json(p / "dump.json") for p in moved] == [{"earlier": 0}, {"earlier": 1}, {"earlier": 7}]
+    assert sorted(p.parent.name for p in tmp_path.glob("step*/rank")) == ["step1", "step2"]
+    assert (step_dir(tmp_path, 0, 3) / "dump.json").exists()
+    assert "3 step directories of an earlier run" in msprobe_log.text()
+    assert all(str(p) in msprobe_log.text() for p in moved)
+    new_writer(tmp_path, 7).close()  # later steps of the same run: nothing more is moved
+    assert len(list(tmp_path.glob("step*/rank.moved-*"))) == 3
+
+
+HOLD_STEP_DIR = """
+import sys
+from msprobe.core.writers import StepWriter
+StepWriter(sys.argv[1], 0, None, task="statistics", level="L1", framework="pytorch", with_tensors=False)
+print("HOLDING", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_rank_directory_another_process_writes_is_refused_until_it_dies(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_STEP_DIR, str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "HOLDING", holder.stderr.read()
+        with pytest.raises(DumpPathBusy) as caught:
+            new_writer(tmp_path, 1)
+        assert caught.value.errno == errno.EBUSY and f"pid {holder.pid} on host" in str(caught.value)
+        assert not (tmp_path / "step1").exists()
+        new_writer(tmp_path, 1, 3).close()  # another rank of the same job writes beside it
+    finally:
+        holder.kill()  # a crash: the kernel drops its lock
+        holder.wait(timeout=60)
+    new_writer(tmp_path, 1).close()
+    assert read_json(step_dir(tmp_path, 1, None) / "dump.json")["data"] == {}
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int):
+    """The kernel refuses every write past ``limit`` bytes of a file (EFBIG): a full disk for any user."""
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+def _fill(writer: StepWriter, entries: int) -> None:
+    for i in range(entries):
+        writer.add(f"Torch.add.{i}.forward", {"output": [{"type": "int", "value": i}]})
+        writer.add_stack(f"Torch.add.{i}.forward", [f"File train.py, line {i}, in step"])
+
+
+def _temporary_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_a_disk_error_at_close_keeps_earlier_steps_and_leaves_no_temporary_file(tmp_path):
+    earlier = new_writer(tmp_path, 0)
+    _fill(earlier, 10)
+    earlier.close()
+    failing = new_writer(tmp_path, 1)
+    _fill(failing, 200)
+    with file_size_limit(2048), pytest.raises(DumpWriteError) as caught:
+        failing.close()
+    assert caught.value.errno == errno.EFBIG and caught.value.filename == str(failing.directory / "dump.json")
+    assert caught.value.needed > 0
+    assert _temporary_files(tmp_path) == [] and list(failing.directory.iterdir()) == []
+    assert len(read_json(earlier.directory / "dump.json")["data"]) == 10
+    assert len(read_json(earlier.directory / "stack.json")) == 10
+
+
+def test_a_disk_error_after_some_files_of_the_step_keeps_those_whole(tmp_path):
+    writer = new_writer(tmp_path, 0)
+    writer.add("Torch.add.0.forward", {"output": []})
+    writer.add_stack("Torch.add.0.forward", ["File train.py, line 1, in step" + " " * 10_000])
+    with file_size_limit(4096), pytest.raises(DumpWriteError) as caught:
+        writer.close()  # dump.json fits, stack.json does not
+    assert caught.value.filename == str(writer.directory / "stack.json")
+    assert list(read_json(writer.directory / "dump.json")["data"]) == ["Torch.add.0.forward"]
+    assert sorted(p.name for p in writer.directory.iterdir()) == ["dump.json"]
+
+
+def test_a_disk_error_while_streaming_is_raised_and_abort_cleans_up(tmp_path):
+    writer = new_writer(tmp_path, 0)
+    with file_size_limit(4096), pytest.raises(DumpWriteError):
+        _fill(writer, writers.CHUNK_ENTRIES)  # a full chunk goes to the temporary file at once
+    writer.abort()
+    assert _temporary_files(tmp_path) == [] and list(writer.directory.iterdir()) == []
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.add("Torch.add.0.forward", {})
 
 
 def test_a_second_writer_of_this_run_continues_the_step(tmp_path, msprobe_log):

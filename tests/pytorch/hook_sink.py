@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from msprobe.core.events import Call
+from msprobe.core.naming import backward_name
 
 
 class RecordingSink:
@@ -38,7 +39,7 @@ class RecordingSink:
         self.outputs[call.name] = output
 
     def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
-        name = call.extra["backward_name"]
+        name = backward_name(call.name)
         self.backward_names.append(name)
         self.grads[name] = (grad_input, grad_output)
 

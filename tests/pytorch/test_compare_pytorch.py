@@ -10,6 +10,7 @@ import openpyxl
 import pytest
 import torch
 
+from msprobe.core.compare.tensorfile import TensorFileError, TensorSpec
 from msprobe.pytorch.compare import compare, load_pt, read_plain_pt
 
 REF = Path(__file__).parent / "data" / "compare_ref"
@@ -98,14 +99,17 @@ class ConvNet(torch.nn.Module):
         return self.fc(torch.relu(self.conv(x)).flatten(1))
 
 
-def dump_step(root: Path, autocast: bool) -> Path:
-    """One training step dumped by our PrecisionDebugger (task tensor, level mix), in fp32 or under bf16 autocast.
-    Inputs of magnitude ~1000 make bf16's rounding (8 units at 1024) exceed MaxAbsErr 1 at the first conv."""
+def dump_step(root: Path, autocast: bool, fault: bool = False) -> Path:
+    """One training step dumped by our PrecisionDebugger (task tensor, level mix), in fp32 or under bf16 autocast;
+    ``fault`` scales the conv weight by 1.05, five times what bf16 rounding explains (slack 8 · 2^-8 ≈ 3%)."""
     from msprobe.core.debugger import BaseDebugger
     from msprobe.pytorch import PrecisionDebugger
 
     torch.manual_seed(0)
     net = ConvNet()
+    if fault:
+        with torch.no_grad():
+            net.conv.weight.mul_(1.05)
     x = torch.randn(3, 2, 8, 8) * 1000
     debugger = PrecisionDebugger(dump_path=str(root), task="tensor", level="mix", step=[0])
     debugger.start(net)
@@ -119,24 +123,31 @@ def dump_step(root: Path, autocast: bool) -> Path:
     return root / "step0" / "rank" / "dump.json"
 
 
-def test_our_own_autocast_dumps_match_row_for_row_and_name_the_first_conv(tmp_path, msprobe_log):
+def test_our_own_autocast_dumps_match_row_for_row_and_name_the_faulted_conv(tmp_path, msprobe_log):
     bench, npu = dump_step(tmp_path / "fp32", False), dump_step(tmp_path / "bf16", True)
     assert "\n" in npu.read_text().strip()  # one entry per line: still one JSON document
-    result = compare({"npu_path": str(npu), "bench_path": str(bench)}, tmp_path / "out", workers=1)
-    matched = [r for r in result.results if r.npu and r.bench and r.npu.name == r.bench.name]
-    assert len(result.results) >= 50 and len(matched) == len(result.results)
+    clean = compare({"npu_path": str(npu), "bench_path": str(bench)}, tmp_path / "clean", workers=1)
+    matched = [r for r in clean.results if r.npu and r.bench and r.npu.name == r.bench.name]
+    assert len(clean.results) >= 50 and len(matched) == len(clean.results)
     names = {r.npu.name for r in matched}
     assert {"Module.conv.Conv2d.forward.0.output.0", "Functional.conv2d.0.backward.output.1"} <= names
+    conv_out = next(r for r in clean.results if r.npu.name == "Functional.conv2d.0.forward.output.0")
+    assert conv_out.verdict == "No"  # inputs of magnitude 1000: MaxAbsErr > 1 fails 1.1.1's verdict...
+    assert clean.first_divergence is None  # ...but it is bf16 rounding, and no row is named for it
+
+    faulted = dump_step(tmp_path / "bf16_fault", True, fault=True)
+    result = compare({"npu_path": str(faulted), "bench_path": str(bench)}, tmp_path / "out", workers=1)
     found = result.first_divergence
-    assert found.entry == "Functional.conv2d.0.forward" and found.inputs_pass
+    assert found.entry == "Functional.conv2d.0.forward" and found.inputs_pass  # the weight is the first change
     conv_out = found.failing_rows[0]
     assert conv_out.npu.value["dtype"] == "torch.bfloat16" and conv_out.bench.value["dtype"] == "torch.float32"
     n, b = (torch.load(path.parent / "dump_tensor_data" / "Functional.conv2d.0.forward.output.0.pt",
-                       weights_only=True).double() for path in (npu, bench))
-    assert conv_out.tensor.max_abs_err == (n - b).abs().max().item() > 1
-    assert conv_out.verdict == "No"
+                       weights_only=True).double() for path in (faulted, bench))
+    assert conv_out.tensor.max_abs_err == (n - b).abs().max().item()
+    assert conv_out.excess == pytest.approx((n - b).norm().item() / (8 * 2**-8 * max(n.norm(), b.norm()).item()))
+    assert conv_out.excess > 1
     assert any("test_compare_pytorch.py" in frame for frame in found.stack)
-    warning = next(m for m in msprobe_log.messages if m.startswith("first divergence:"))
+    warning = next(m for m in msprobe_log.messages if m.startswith("first divergence: Functional.conv2d.0.forward"))
     assert "test_compare_pytorch.py" in warning  # the user's frame, not torch's conv.py
 
 
@@ -144,15 +155,38 @@ def test_plain_reader_refuses_a_view_past_its_storage(tmp_path):
     """A crafted file whose view reaches beyond its storage must not be read out of bounds."""
     import importlib
 
-    import numpy as np
-    import torch
-
     pt_compare = importlib.import_module("msprobe.pytorch.compare")  # the module, not the function
     good = tmp_path / "good.pt"
     torch.save(torch.arange(4, dtype=torch.float32), good)
     assert pt_compare.read_plain_pt(good).tolist() == [0.0, 1.0, 2.0, 3.0]
-    storage = (np.arange(4, dtype=np.float32), False)
-    assert pt_compare._rebuild_tensor(storage, 1, (3,), (1,)).tolist() == [1.0, 2.0, 3.0]
+    storage = pt_compare._Storage(np.arange(4, dtype=np.float32), "FloatStorage")
+    assert pt_compare._materialise(pt_compare._View(storage, 1, (3,), (1,))).tolist() == [1.0, 2.0, 3.0]
     for offset, size, stride in ((0, (1024,), (1,)), (2, (3,), (1,)), (0, (2, 2), (4, 1)), (0, (2,), (-1,))):
-        with pytest.raises(pt_compare._NotPlain):
-            pt_compare._rebuild_tensor(storage, offset, size, stride)
+        with pytest.raises(TensorFileError):
+            pt_compare._materialise(pt_compare._View(storage, offset, size, stride))
+
+
+def test_a_small_file_cannot_claim_a_huge_tensor(tmp_path):
+    """torch.save of an expanded tensor stores one element behind a stride-0 view of any shape: expanding it
+    would allocate the whole shape. The reader checks dump.json's shape and the stored elements first."""
+    import tracemalloc
+
+    path = tmp_path / "expanded.pt"
+    torch.save(torch.zeros(1).expand(4000, 4000), path)
+    assert path.stat().st_size < 4000
+    spec = TensorSpec((4000, 4000), "torch.float32")
+    tracemalloc.start()
+    try:
+        with pytest.raises(TensorFileError, match="needs 16000000 elements but the file stores 1"):
+            load_pt(path, spec)
+        with pytest.raises(TensorFileError, match=r"shape \[4000, 4000\] but dump.json records \[3\]"):
+            load_pt(path, TensorSpec((3,), "torch.float32"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20  # the 64 MB the view describes were never allocated
+    torch.save(torch.ones(3, dtype=torch.float64), path)
+    with pytest.raises(TensorFileError, match="holds double data but dump.json records dtype torch.float32"):
+        load_pt(path, TensorSpec((3,), "torch.float32"))
+    torch.save(torch.ones(3, dtype=torch.bfloat16), path)
+    assert load_pt(path, TensorSpec((3,), "torch.bfloat16")).tolist() == [1.0, 1.0, 1.0]

@@ -47,3 +47,63 @@ def test_grad_probe_from_config_writes_summaries_checked_against_the_gradients(t
             assert abs(float(row["(0.01, inf)"]) - (grad > 0.01).mean()) < 1e-12
             signs = np.load(tmp_path / "grad" / "rank0" / f"step{step}" / f"{name}.npy")
             assert np.array_equal(signs, grad > 0)
+
+
+def _config_only(tmp_path) -> str:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"task": "grad_probe", "dump_path": str(tmp_path / "grad"),
+                                  "grad_probe": {"grad_level": "L1"}}))
+    return str(config)
+
+
+def _train(model: nn.Module, optimizer: torch.optim.Optimizer, debugger=None, steps: int = 3) -> None:
+    for _ in range(steps):
+        if debugger is not None:
+            debugger.start()
+        loss = model(torch.randn(3, 5)).pow(2).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if debugger is not None:
+            debugger.stop()
+            debugger.step()
+
+
+def _reminders(msprobe_log) -> list[str]:
+    return [m for m in msprobe_log.messages if "debugger.monitor(model)" in m]
+
+
+def test_grad_probe_without_monitor_says_what_to_call_once(tmp_path, msprobe_log):
+    """Configured only through config.json, grad_probe used to write nothing and say nothing: the first
+    step() of the loop warns, once, that monitor(model) is what records gradients."""
+    model = nn.Linear(5, 2)
+    debugger = PrecisionDebugger(config_path=_config_only(tmp_path))
+    _train(model, torch.optim.SGD(model.parameters(), lr=0.1), debugger)
+    assert len(_reminders(msprobe_log)) == 1
+    assert list((tmp_path / "grad").rglob("*.csv")) == []
+
+
+def test_grad_probe_without_monitor_warns_at_the_first_optimizer_step(tmp_path, msprobe_log):
+    """A loop that never calls the debugger's start/step is reminded by the first optimizer step."""
+    model = nn.Linear(5, 2)
+    PrecisionDebugger(config_path=_config_only(tmp_path))
+    _train(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert len(_reminders(msprobe_log)) == 1
+
+
+def test_grad_probe_with_monitor_does_not_warn(tmp_path, msprobe_log):
+    model = nn.Linear(5, 2)
+    debugger = PrecisionDebugger(config_path=_config_only(tmp_path))
+    debugger.start()  # start before monitor is fine: the reminder waits for the end of an iteration
+    debugger.monitor(model)
+    _train(model, torch.optim.SGD(model.parameters(), lr=0.1), debugger)
+    assert _reminders(msprobe_log) == []
+    assert sorted(p.name for p in (tmp_path / "grad" / "rank0").glob("grad_summary_*.csv")) == [
+        "grad_summary_0.csv", "grad_summary_1.csv", "grad_summary_2.csv"]
+
+
+def test_a_finished_grad_probe_debugger_leaves_no_reminder_behind(tmp_path, msprobe_log):
+    model = nn.Linear(5, 2)
+    PrecisionDebugger(config_path=_config_only(tmp_path)).finish()
+    _train(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert _reminders(msprobe_log) == []

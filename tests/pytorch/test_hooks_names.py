@@ -188,3 +188,19 @@ def test_bad_level_and_model_are_refused():
         Interceptor(RecordingSink(), level="L3")
     with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
         Interceptor(RecordingSink(), level="L0").attach("model")
+
+
+def test_module_names_that_cannot_be_entry_or_file_names_are_repaired_not_raised():
+    model = nn.Sequential(nn.Linear(3, 3))
+    model._modules[".."] = nn.ReLU()  # what setattr/_modules allow although add_module refuses it
+    model._modules["a/b"] = nn.Tanh()
+    model._modules["x\ny"] = nn.Identity()
+    sink = RecordingSink()
+    interceptor = Interceptor(sink, level="L0")
+    interceptor.attach(model)
+    interceptor.enable()
+    model(torch.randn(2, 3, requires_grad=True)).sum().backward()
+    interceptor.disable()
+    assert sink.ended == ["Module.0.Linear.forward.0", "Module._._._.ReLU.forward.0", "Module.a_b.Tanh.forward.0",
+                          "Module.x_y.Identity.forward.0"]
+    assert "Module._._._.ReLU.backward.0" in sink.backward_names

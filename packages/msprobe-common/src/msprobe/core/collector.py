@@ -74,6 +74,16 @@ class DumpCollector:
         self._writer.close()
         self._writer = None
 
+    def abort(self) -> None:
+        """Give up the current step after a write error: pending entries are dropped and the writer
+        removes its temporary files (files of earlier steps are untouched)."""
+        writer, self._writer = self._writer, None
+        self._ready.clear()
+        self._handles.clear()
+        self._modules.clear()
+        if writer is not None:
+            writer.abort()
+
     @property
     def exhausted(self) -> bool:
         """True when this collector wants nothing more in this run (the session then finishes)."""

@@ -1,54 +1,243 @@
-"""The step directories of a dump (SPEC 4.3) and the rule that two runs never mix (SPEC 4.6).
+"""The step directories of a dump (SPEC 4.3) and the rules that two runs never mix (SPEC 4.6).
 
-``{dump_path}/step{N}/rank{R}`` belongs to one run. A run is this process: a directory it created
-(or found empty) is its own and may be written again — a second ``start``/``stop`` in the same step
-continues it. A directory that already holds files when this process first asks for it was left by an
-earlier run; it is renamed aside with a timestamp, never deleted, and the log says where it went.
+A *run* is one debugger in one process, from its construction until it finishes (or, without a
+debugger, the process). Each rank of a distributed job is a process of its own and writes only its own
+``step{N}/rank{R}`` directories, so the ranks of one job share a dump_path and two jobs cannot:
+
+- **One writer per rank directory.** A run holds ``{dump_path}/.msprobe-rank{R}.lock`` under ``flock``
+  with its pid and host inside. Another process that asks for the same rank gets :class:`DumpPathBusy`
+  naming the holder (the debugger turns that into a ConfigError at construction). The kernel drops the
+  lock when its holder dies, so a crashed run blocks nothing; a run that finishes removes the file.
+- **Earlier runs are moved aside, never mixed in.** The first time a run writes a rank directory name,
+  every non-empty ``step{N}/rank{R}`` already there was left by an earlier run: each one (not only the
+  steps the new run will write) is renamed to ``rank{R}.moved-{timestamp}`` inside its step directory,
+  never deleted, and the log says where they went. Later writes of the same run continue its own files.
 """
 
 from __future__ import annotations
 
+import atexit
+import errno
 import os
+import re
+import socket
 import time
 from pathlib import Path
 
-from msprobe.core.fileio import UnsafePathError, check_writable_path, make_dir
+from msprobe.core.fileio import FILE_MODE, UnsafePathError, check_writable_path, make_dir
 from msprobe.core.log import logger
 
-_dirs_of_this_run: set[Path] = set()
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no flock; runs are then not kept apart
+    fcntl = None  # type: ignore[assignment]
+
+# Where launchers put a process's rank: torchrun (RANK), MindSpore's msrun (RANK_ID), mpirun, Slurm.
+RANK_ENV_VARS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+_STEP_DIR = re.compile(r"step(\d+)")
+_LISTED_MOVES = 3
+
+
+def rank_dir_name(rank: int | None) -> str:
+    """``rank{R}``, or a bare ``rank`` without a process group (as msprobe 1.1.1 names it)."""
+    return "rank" if rank is None else f"rank{rank}"
 
 
 def step_dir(dump_path: str | os.PathLike, step: int, rank: int | None) -> Path:
     """``{dump_path}/step{N}/rank{R}``; without a process group the rank directory is a bare ``rank``."""
-    return Path(dump_path) / f"step{step}" / ("rank" if rank is None else f"rank{rank}")
+    return Path(dump_path) / f"step{step}" / rank_dir_name(rank)
+
+
+def launcher_rank() -> int | None:
+    """The rank a launcher gave this process in its environment, or None (a single process)."""
+    for name in RANK_ENV_VARS:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+class DumpPathBusy(OSError):
+    """Another live process writes this rank of the dump_path; ``holder`` is what its lock file says."""
+
+    def __init__(self, lock_file: Path, holder: str) -> None:
+        super().__init__(
+            errno.EBUSY, f"{holder} is writing {lock_file.parent} (it holds {lock_file.name})", str(lock_file)
+        )
+        self.holder = holder
+
+
+class _Lock:
+    """One lock file under ``flock``, shared by every hold of this process on it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.users = 0
+        self.fd = _locked_fd(path)
+        self.pid = os.getpid()  # a forked child inherits the lock but must not remove the file
+
+
+_locks: dict[Path, _Lock] = {}
+
+
+def _locked_fd(path: Path) -> int:
+    """Open ``path`` and lock it without waiting; write our pid and host into it."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
+        if fcntl is None:
+            break
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", errors="replace").strip() or "another process"
+            os.close(fd)
+            raise DumpPathBusy(path, holder) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        # Its previous holder may have removed the file between our open and our lock: lock the new one.
+        try:
+            if os.path.samestat(os.fstat(fd), os.lstat(path)):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode(), 0)
+    return fd
+
+
+def _acquire(path: Path) -> _Lock:
+    lock = _locks.get(path)
+    if lock is None or lock.pid != os.getpid():  # a lock inherited through fork is the parent's, not ours
+        lock = _locks[path] = _Lock(path)
+    lock.users += 1
+    return lock
+
+
+def _release(lock: _Lock) -> None:
+    lock.users -= 1
+    if lock.users > 0 or _locks.get(lock.path) is not lock:
+        return
+    del _locks[lock.path]
+    if lock.pid == os.getpid():
+        try:
+            os.unlink(lock.path)  # removed while still locked: a process that opened it meanwhile retries
+        except OSError:
+            pass
+    os.close(lock.fd)
+
+
+@atexit.register
+def _release_all() -> None:
+    for lock in list(_locks.values()):
+        lock.users = 1
+        _release(lock)
+
+
+class DumpPathHold:
+    """What one run holds in a dump_path: the locks of its rank directories and the names it claimed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.claimed: set[str] = set()
+        self.pid = os.getpid()
+        self._locks: dict[str, _Lock] = {}
+
+    def lock(self, name: str) -> None:
+        """Hold rank directory ``name``; :class:`DumpPathBusy` when another process holds it."""
+        if name not in self._locks:
+            self._locks[name] = _acquire(self.root / f".msprobe-{name}.lock")
+
+    def release(self) -> None:
+        """The run is over: another run may write here (and will move this run's steps aside)."""
+        for lock in self._locks.values():
+            _release(lock)
+        self._locks.clear()
+        if _holds.get(self.root) is self:
+            del _holds[self.root]
+
+
+_holds: dict[Path, DumpPathHold] = {}  # dump_path → the newest run of this process there
+
+
+def hold_dump_path(dump_path: str | os.PathLike, rank: int | None) -> DumpPathHold:
+    """Start a run in ``dump_path`` (created if missing) for ``rank``; :class:`DumpPathBusy` when another
+    process writes that rank there. The run's writes land in this hold until :meth:`~DumpPathHold.release`."""
+    root = check_writable_path(dump_path)
+    make_dir(root)
+    hold = DumpPathHold(root)
+    hold.lock(rank_dir_name(rank))
+    _holds[root] = hold
+    return hold
 
 
 def claim_step_dir(dump_path: str | os.PathLike, step: int, rank: int | None) -> Path:
     """Create the step directory for this run and return its absolute path.
 
-    ``dump_path`` must not be (or contain) a symlink nor belong to another user. A directory left by an
-    earlier run is moved aside first.
+    ``dump_path`` must not be (or contain) a symlink nor belong to another user. The first claim of a
+    rank directory name in a run takes its lock and moves every earlier run's directory of that name
+    aside.
     """
     root = check_writable_path(dump_path)
-    target = step_dir(root, step, rank)
+    name = rank_dir_name(rank)
+    target = root / f"step{step}" / name
     if target.is_symlink():
         raise UnsafePathError(f"step directory {str(target)!r} is a symlink; refusing to write there")
-    if target not in _dirs_of_this_run:
-        if target.is_dir() and any(target.iterdir()):
-            _move_aside(target)
-        _dirs_of_this_run.add(target)
+    hold = _holds.get(root)
+    if hold is None or hold.pid != os.getpid():  # no debugger of this process holds it: the process is the run
+        hold = _holds[root] = DumpPathHold(root)
+    if name not in hold.claimed:
+        make_dir(root)
+        hold.lock(name)
+        _move_earlier_run_aside(root, name)
+        hold.claimed.add(name)
     for directory in (root, target.parent, target):  # each level checked; recreated if removed meanwhile
         make_dir(directory)
     return target
 
 
-def _move_aside(directory: Path) -> Path:
+def _move_earlier_run_aside(root: Path, name: str) -> None:
+    """Rename every non-empty ``step{N}/{name}`` under ``root`` with one ``.moved-{timestamp}`` suffix."""
+    earlier = []
+    for step in root.iterdir():
+        directory = step / name
+        if (
+            _STEP_DIR.fullmatch(step.name) and step.is_dir() and not step.is_symlink()
+            and directory.is_dir() and not directory.is_symlink() and any(directory.iterdir())
+        ):
+            earlier.append(directory)
+    if not earlier:
+        return
+    earlier.sort(key=lambda d: int(d.parent.name[len("step"):]))
+    suffix = _unused_suffix(earlier)
+    for directory in earlier:
+        directory.rename(directory.with_name(directory.name + suffix))
+    shown = ", ".join(f"{d} -> {d.with_name(d.name + suffix)}" for d in earlier[:_LISTED_MOVES])
+    more = len(earlier) - _LISTED_MOVES
+    rest = f" and {more} more, steps {_step_ranges(earlier[_LISTED_MOVES:])}" if more > 0 else ""
+    logger.warning(
+        f"{root} holds {len(earlier)} step directories of an earlier run for {name}; each was renamed to "
+        f"{name}{suffix} inside its step directory (nothing was deleted): {shown}{rest}"
+    )
+
+
+def _unused_suffix(directories: list[Path]) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    moved = directory.with_name(f"{directory.name}.moved-{stamp}")
-    attempt = 1
-    while moved.exists() or moved.is_symlink():
-        moved = directory.with_name(f"{directory.name}.moved-{stamp}-{attempt}")
+    suffix, attempt = f".moved-{stamp}", 0
+    while any(os.path.lexists(d.with_name(d.name + suffix)) for d in directories):
         attempt += 1
-    directory.rename(moved)
-    logger.warning(f"{directory} held the files of an earlier run; moved them to {moved} (nothing deleted)")
-    return moved
+        suffix = f".moved-{stamp}-{attempt}"
+    return suffix
+
+
+def _step_ranges(directories: list[Path]) -> str:
+    """``3-7, 9`` for the steps of ``directories`` (sorted)."""
+    steps = [int(d.parent.name[len("step"):]) for d in directories]
+    ranges: list[list[int]] = []
+    for step in steps:
+        if ranges and step == ranges[-1][1] + 1:
+            ranges[-1][1] = step
+        else:
+            ranges.append([step, step])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)

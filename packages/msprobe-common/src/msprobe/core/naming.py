@@ -12,10 +12,13 @@ means the module shape, a final direction means the API shape.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from msprobe.core.log import logger
 
 FORWARD, BACKWARD = "forward", "backward"
 DIRECTIONS = (FORWARD, BACKWARD)
@@ -26,6 +29,32 @@ MAX_FILE_NAME_BYTES = 255
 _HASH_CHARS = 16
 _SUFFIX = re.compile(r"(\.[A-Za-z0-9]{1,16})?")
 _UNSAFE_FILE_CHARS = re.compile(r"[\x00-\x1f\x7f/\\]")
+
+
+def safe_module_parts(path: str, cls: str) -> tuple[str, str]:
+    """A module's attribute path and class name made usable in an entry name, for the module/cell hooks.
+
+    A model may register a submodule under any string (``setattr(model, "..", block)``; MindSpore
+    cells likewise), and a class may be named anything. Such names cannot go into an entry name
+    (empty dot-separated parts break :func:`parse_name`) nor into a file name (separators, control
+    characters), and raising from a forward pre-hook would break the user's training, so they are
+    repaired instead: in every dot-separated part of ``path``, path separators and control characters
+    become ``_`` and an empty part becomes ``_`` (``..`` -> ``_._._``); in ``cls`` dots become ``_`` as
+    well. Names that need no repair come back unchanged; a repaired one is logged once.
+    """
+    return _safe_module_parts(str(path), str(cls))
+
+
+@functools.lru_cache(maxsize=4096)  # asked on every module call: a repeat costs one dictionary lookup
+def _safe_module_parts(path: str, cls: str) -> tuple[str, str]:
+    safe_path = ".".join(_UNSAFE_FILE_CHARS.sub("_", part) or "_" for part in path.split("."))
+    safe_cls = _UNSAFE_FILE_CHARS.sub("_", cls.replace(".", "_")) or "_"
+    if (safe_path, safe_cls) != (path, cls):
+        logger.warning(
+            f"module {path!r} of class {cls!r} cannot be named as it is (empty parts, separators or "
+            f"control characters); its entries are named with path {safe_path!r} and class {safe_cls!r}"
+        )
+    return safe_path, safe_cls
 
 
 def _check_direction(direction: str) -> None:

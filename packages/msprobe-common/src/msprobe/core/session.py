@@ -2,17 +2,22 @@
 
 A framework's ``PrecisionDebugger`` is a thin shell that builds a :class:`Session` with its
 interceptor, tensor adapter and rank lookup; the rules of when to collect, when to write and when to
-finish are written once, here.
+finish are written once, here — among them that a write error (a full disk) stops dumping, never the
+training.
 """
 
 from __future__ import annotations
 
+import errno
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from msprobe.core.collector import DumpCollector
 from msprobe.core.config import DebuggerConfig
-from msprobe.core.events import CallSink, Interceptor, StepCollector
+from msprobe.core.events import Call, CallSink, Interceptor, StepCollector
+from msprobe.core.fileio import UnsafePathError
 from msprobe.core.log import logger, set_rank
 from msprobe.core.overflow import OverflowCollector
 from msprobe.core.select import Selector
@@ -64,8 +69,103 @@ def overflow_collector(config: DebuggerConfig, adapter: Any) -> OverflowCollecto
     )
 
 
+# What writing a dump can raise: the operating system's errors (a full disk, a read-only or removed
+# directory, a rank directory another run holds) and our refusal of a symlink planted where we write.
+WRITE_ERRORS = (OSError, UnsafePathError)
+_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+class FailSafeSink:
+    """The collector as the hooks see it, so that a write error never reaches the user's training.
+
+    The hooks call into the collector from inside the user's forward and backward; an I/O error raised
+    there would end the run. Here it is caught instead, handed to ``on_error`` once, and every later
+    call is a no-op: dumping stops, training goes on.
+    """
+
+    def __init__(self, collector: StepCollector, on_error: Callable[[BaseException], None]) -> None:
+        self.collector = collector
+        self.failed = False
+        self._on_error = on_error
+
+    def forward_start(self, call: Call) -> bool:
+        if self.failed:
+            return False
+        try:
+            return self.collector.forward_start(call)
+        except WRITE_ERRORS as error:
+            self.fail(error)
+            return False
+
+    def forward_end(self, call: Call, output: Any) -> Any:
+        if self.failed:
+            return None
+        try:
+            return self.collector.forward_end(call, output)
+        except WRITE_ERRORS as error:
+            self.fail(error)
+            return None
+
+    def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
+        if self.failed:
+            return
+        try:
+            self.collector.backward(call, grad_input, grad_output)
+        except WRITE_ERRORS as error:
+            self.fail(error)
+
+    def run(self, action: Callable[[], None]) -> None:
+        """Run ``action`` (the begin or end of a step) under the same rule."""
+        if self.failed:
+            return
+        try:
+            action()
+        except WRITE_ERRORS as error:
+            self.fail(error)
+
+    def fail(self, error: BaseException) -> None:
+        if not self.failed:
+            self.failed = True
+            self._on_error(error)
+
+
+def write_error_message(error: BaseException, dump_path: str, step: int) -> str:
+    """The one log line of a failed write: what, where, how much space was missing when known."""
+    where = getattr(error, "filename", None) or dump_path
+    what = getattr(error, "strerror", None) or str(error)
+    details = []
+    if getattr(error, "errno", None) in _SPACE_ERRNOS:
+        needed = getattr(error, "needed", None)
+        if needed:
+            details.append(f"at least {needed:,} more bytes were needed")
+        free = _free_bytes(Path(where))
+        if error.errno == errno.EFBIG:
+            details.append("the file size limit of this process (ulimit -f) was reached")
+        elif free is not None:
+            details.append(f"{free:,} bytes are free there")
+    detail = f" ({'; '.join(details)})" if details else ""
+    return (
+        f"msprobe could not write {where}: {what}{detail}. Dumping stops for the rest of this run and "
+        f"training goes on; steps finished before step {step} are complete, files of step {step} that were "
+        f"not finished are missing."
+    )
+
+
+def _free_bytes(path: Path) -> int | None:
+    for candidate in (path, *path.parents):
+        try:
+            return shutil.disk_usage(candidate).free
+        except OSError:
+            continue
+    return None
+
+
 class Session:
-    """Step and rank bookkeeping around one interceptor and one collector."""
+    """Step and rank bookkeeping around one interceptor and one collector.
+
+    A write error (see :class:`FailSafeSink`) ends the session at the next ``stop``/``step``: hooks
+    removed, dropout restored, the training untouched.
+    """
 
     def __init__(
         self,
@@ -78,7 +178,8 @@ class Session:
         self.config = config
         self.collector = collector
         self.selector = collector.selector
-        self.interceptor = make_interceptor(collector)
+        self.sink = FailSafeSink(collector, self._write_failed)
+        self.interceptor = make_interceptor(self.sink)
         self._current_rank = current_rank
         self._on_finish = on_finish
         self.current_step = 0
@@ -96,8 +197,11 @@ class Session:
         if not (self.selector.selects_step(self.current_step) and self.selector.selects_rank(rank)):
             return
         if not self._step_open:
-            self.collector.begin_step(self.current_step, rank)
             self._step_open = True
+            self.sink.run(lambda: self.collector.begin_step(self.current_step, rank))
+            if self.sink.failed:
+                self.finish()
+                return
         self.interceptor.enable()
         self.started = True
 
@@ -107,8 +211,10 @@ class Session:
             self.interceptor.disable()
             self.started = False
         if self._step_open:
-            self.collector.end_step()
             self._step_open = False
+            self.sink.run(self.collector.end_step)
+        if self.sink.failed:
+            self.finish()
 
     def forward_backward_dump_end(self) -> None:
         """No more API collection in this step (e.g. the optimizer's)."""
@@ -130,11 +236,27 @@ class Session:
 
     def finish(self) -> None:
         """Remove every hook; the debugger does nothing from here on."""
+        if self.finished:
+            return
+        self.finished = True
         self.stop()
         self.interceptor.detach()
-        self.finished = True
         self._on_finish()
-        logger.info(f"msprobe has finished: the last selected step was written under {self.config.dump_path}")
+        if self.sink.failed:
+            logger.info("msprobe removed its hooks after the write error above; nothing more is dumped")
+        else:
+            logger.info(f"msprobe has finished: the last selected step was written under {self.config.dump_path}")
+
+    def _write_failed(self, error: BaseException) -> None:
+        """Log the error once and drop the half-written step (called from inside a hook: no hook
+        is removed here; :meth:`stop` finishes the session)."""
+        logger.error(write_error_message(error, self.config.dump_path, self.current_step))
+        abort = getattr(self.collector, "abort", None)
+        if abort is not None:
+            try:
+                abort()
+            except WRITE_ERRORS:
+                pass
 
     def _attach(self, model: Any) -> None:
         if model is not None and model is not self.model:

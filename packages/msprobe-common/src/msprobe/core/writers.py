@@ -6,7 +6,9 @@ encoder (1.1.1's indent=1 layout took json's pure-Python encoder and a third of 
 files are never held whole in memory:
 each entry is rendered when it is added, rendered entries are streamed in chunks to a hidden
 temporary file next to the target, and :meth:`StepWriter.close` completes the JSON and renames the
-temporary file into place. A reader (or a crash) therefore finds each file absent or complete.
+temporary file into place. A reader (or a crash) therefore finds each file absent or complete, and a
+write error (a full disk) costs only the step being written: :meth:`StepWriter.abort` removes its
+temporary files and leaves every file already renamed into place as it was.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.fileio import FILE_MODE, atomic_write_text, make_dir
+from msprobe.core.fileio import PendingFile, atomic_write_text, make_dir
 from msprobe.core.layout import claim_step_dir, step_dir
 from msprobe.core.log import logger
 
@@ -49,12 +51,11 @@ class _JsonObjectStream:
 
     def __init__(self, target: Path, head: str, depth: int, tail: str) -> None:
         self.target = target
-        self.temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         self._head, self._tail = head, tail
         self._indent = " " * depth
         self._pending: list[str] = []
         self._pending_bytes = 0
-        self._fd: int | None = None
+        self._file: PendingFile | None = None
         self._members = 0
 
     def add(self, key: str, value: Any) -> None:
@@ -69,11 +70,11 @@ class _JsonObjectStream:
 
     def flush(self) -> None:
         """Move the pending members to the temporary file (the target stays untouched)."""
-        if self._fd is None:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-            self._fd = os.open(self.temp, flags, FILE_MODE)
-            self._write(self._head)
-        self._write("".join(self._pending))
+        if self._file is None:
+            self._file = PendingFile(self.target)
+            self._file.write(self._head.encode("utf-8"))
+        self._file.write("".join(self._pending).encode("utf-8"))
+        self._file.flush()  # on disk now: a full disk is found at this chunk, not at the end
         self._pending.clear()
         self._pending_bytes = 0
 
@@ -81,17 +82,16 @@ class _JsonObjectStream:
         """Complete the object, sync, and rename the temporary file onto the target."""
         self.flush()
         closing = f"\n{self._indent[:-1]}}}" if self._members else "{}"
-        self._write(closing + self._tail)
-        fd, self._fd = self._fd, None
-        os.fsync(fd)
-        os.close(fd)
-        os.replace(self.temp, self.target)
+        self._file.write((closing + self._tail).encode("utf-8"))
+        self._file.commit(sync=True)
+        self._file = None  # only now: after a failure discard() still finds the temporary file
 
-    def _write(self, text: str) -> None:
-        data = text.encode("utf-8")
-        while data:
-            written = os.write(self._fd, data)
-            data = data[written:]
+    def discard(self) -> None:
+        """Drop what was streamed (after a write error): no temporary file stays behind."""
+        pending, self._file = self._file, None
+        self._pending.clear()
+        if pending is not None:
+            pending.discard()
 
 
 class StepWriter:
@@ -159,13 +159,25 @@ class StepWriter:
             stream.flush()
 
     def close(self) -> None:
-        """Finish the three files; each appears complete in one rename. Closing twice is harmless."""
+        """Finish the three files; each appears complete in one rename. Closing twice is harmless.
+
+        A write error leaves the files renamed so far complete and removes every temporary file."""
         if self._closed:
             return
         self._closed = True
-        for stream in self._streams():
-            stream.close()
+        try:
+            for stream in self._streams():
+                stream.close()
+        except BaseException:
+            self.abort()
+            raise
         logger.debug(f"wrote {len(self._names)} entries to {self._dump.target}")
+
+    def abort(self) -> None:
+        """Give up this step after a write error: the temporary files go, complete files stay."""
+        self._closed = True
+        for stream in self._streams():
+            stream.discard()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -27,6 +27,7 @@ import numpy as np
 
 import mindspore
 from mindspore import ops
+from msprobe.core.fileio import write_file
 from msprobe.core.host_stats import array_stats
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 
@@ -92,7 +93,8 @@ class MindSporeTensorAdapter:
     def save(self, tensor: mindspore.Tensor, path: Path) -> None:
         if tensor.dtype == mindspore.bfloat16:
             tensor = tensor.astype(mindspore.float32)
-        np.save(path, np.ascontiguousarray(tensor.asnumpy()), allow_pickle=False)
+        array = np.ascontiguousarray(tensor.asnumpy())
+        write_file(path, lambda handle: np.save(handle, array, allow_pickle=False))  # temp file + rename
 
     def encode_other(self, value: Any) -> Any:
         if isinstance(value, mindspore.dtype.Type):

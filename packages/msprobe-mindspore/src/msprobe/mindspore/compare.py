@@ -1,19 +1,18 @@
-"""``compare`` and ``compare_distributed`` for MindSpore dumps: the core engine with a ``.npy`` loader."""
+"""``compare`` and ``compare_distributed`` for MindSpore dumps: the core engine with a ``.npy`` loader.
+
+The loader is :func:`msprobe.core.compare.tensorfile.load_npy`: it never unpickles, and checks each
+file's header against dump.json's shape and dtype, and against the file's size, before reading data.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from msprobe.core.compare.api import compare_api, compare_distributed_api
+from msprobe.core.compare.tensorfile import load_npy
 
-
-def load_npy(path: Path) -> np.ndarray:
-    """One saved tensor; ``allow_pickle=False`` so a crafted file cannot run code."""
-    return np.load(path, allow_pickle=False)
+__all__ = ["compare", "compare_distributed", "load_npy"]
 
 
 def compare(input_param: dict[str, Any], output_path: str | os.PathLike, stack_mode: bool = False,

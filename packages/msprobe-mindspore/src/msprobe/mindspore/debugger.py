@@ -27,6 +27,7 @@ class PrecisionDebugger(BaseDebugger):
     ``start(model)`` takes an ``nn.Cell``."""
 
     framework = "mindspore"
+    rank_lookup = staticmethod(current_rank)
 
     def _setup(self, config: DebuggerConfig) -> None:
         if config.is_static_graph and config.task in (*DUMP_TASKS, "overflow_check"):

@@ -33,6 +33,7 @@ class PrecisionDebugger(BaseDebugger):
     """
 
     framework = "pytorch"
+    rank_lookup = staticmethod(current_rank)
 
     def _setup(self, config: DebuggerConfig) -> None:
         self._dropout = DropoutOff()
@@ -48,6 +49,7 @@ class PrecisionDebugger(BaseDebugger):
                 self._dataloader_steps = DataLoaderSteps(self)
         elif config.task == "grad_probe":
             self._start_grad_monitor(GradMonitor)
+            self._grad_monitor.remind_at_first_step()  # until monitor(model): see warn_if_unmonitored
         else:
             raise self._unsupported(
                 f"task {config.task!r}", "statistics, tensor, overflow_check, free_benchmark, grad_probe"
@@ -61,6 +63,16 @@ class PrecisionDebugger(BaseDebugger):
             warn_unknown_ranks(self.config, torch.distributed.get_world_size())
             self._ranks_checked = True
         super().start(model)
+
+    def step(self) -> None:
+        if self._grad_monitor is not None:  # an iteration has ended: monitor() should have been called by now
+            self._grad_monitor.warn_if_unmonitored()
+        super().step()
+
+    def finish(self) -> None:
+        if self._grad_monitor is not None:
+            self._grad_monitor.drop_reminder()
+        super().finish()
 
     def _restore(self) -> None:
         """Undo what collection changed in the user's world (dropout p, the DataLoader patch)."""

@@ -75,13 +75,46 @@ class GradMonitor:
         self._optimizer: torch.optim.Optimizer | None = None
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._pending: _PendingStep | None = None
+        self._monitor_called = False
+        self._warned_unmonitored = False
+        self._reminder: torch.utils.hooks.RemovableHandle | None = None
         self.step = 0
         """Optimizer steps completed so far; the number of the next step to be recorded."""
+
+    def warn_if_unmonitored(self) -> None:
+        """Say, once, that nothing is recorded yet: configured from a config file, grad_probe looks set up,
+        but it sees gradients only through the optimizer hooks that :meth:`monitor` registers."""
+        self.drop_reminder()
+        self._remind()
+
+    def _remind(self, *_hook_args: object) -> None:
+        if self._monitor_called or self._warned_unmonitored:
+            return
+        self._warned_unmonitored = True
+        logger.warning(
+            "grad_probe records nothing until debugger.monitor(model) is called (or monitor(model, optimizer)), "
+            "once, before the training loop; start(), stop() and step() do not record gradients"
+        )
+
+    def remind_at_first_step(self) -> None:
+        """Also warn at the first optimizer step taken without :meth:`monitor` (a loop that never calls
+        the debugger's start/step): a global step hook, inert once it has warned (it cannot remove itself
+        while torch iterates over the hooks) and removed by monitor, close or the debugger's step."""
+        if self._reminder is None and not self._monitor_called:
+            self._reminder = register_optimizer_step_post_hook(self._remind)
+
+    def drop_reminder(self) -> None:
+        """Remove the first-step reminder hook (also when the debugger finishes: no stray warning later)."""
+        if self._reminder is not None:
+            self._reminder.remove()
+            self._reminder = None
 
     def monitor(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> None:
         """Start recording ``model``'s gradients at every step of ``optimizer`` (found at the first step)."""
         if self._handles:
             raise RuntimeError("GradMonitor.monitor() was already called; call close() first")
+        self._monitor_called = True
+        self.drop_reminder()
         names = [name for name, _ in model.named_parameters()]
         for entry in self._settings.unmatched_entries(names):
             logger.warning("grad_probe: param_list entry %r matches no parameter of the model", entry)
@@ -102,6 +135,7 @@ class GradMonitor:
 
     def close(self) -> None:
         """Remove the hooks; the files already written stay."""
+        self.drop_reminder()
         for handle in self._handles:
             handle.remove()
         self._handles, self._pending = [], None

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.core.compare.distributed import DistributedResult, compare_steps
-from msprobe.core.compare.engine import CompareOptions, CompareResult, TensorLoader, compare_dumps
+from msprobe.core.compare.engine import CompareOptions, CompareResult, TensorLoader, check_workers, compare_dumps
 from msprobe.core.compare.reader import CompareError, read_mapping
 
 _KEYS = {"npu_path": ("npu_json_path", "npu_path"), "bench_path": ("bench_json_path", "bench_path"),
@@ -64,7 +64,7 @@ def compare_api(loader: TensorLoader, input_param: dict[str, Any], output_path: 
                 data_mapping: str | os.PathLike | dict[str, str] | None = None,
                 workers: int | None = None) -> CompareResult | DistributedResult:
     mapping = read_mapping(data_mapping) if isinstance(data_mapping, (str, os.PathLike)) else dict(data_mapping or {})
-    options = CompareOptions(stack_mode, fuzzy_match, mapping, workers, auto_analyze)
+    options = CompareOptions(stack_mode, fuzzy_match, mapping, check_workers(workers), auto_analyze)
     return run_compare(loader, input_paths(input_param), output_path, options)
 
 
@@ -72,5 +72,5 @@ def compare_distributed_api(loader: TensorLoader, npu_dump_dir: str | os.PathLik
                             bench_dump_dir: str | os.PathLike, output_path: str | os.PathLike,
                             stack_mode: bool = False, auto_analyze: bool = True, fuzzy_match: bool = False,
                             workers: int | None = None) -> DistributedResult:
-    options = CompareOptions(stack_mode, fuzzy_match, {}, workers, auto_analyze)
+    options = CompareOptions(stack_mode, fuzzy_match, {}, check_workers(workers), auto_analyze)
     return compare_steps(npu_dump_dir, bench_dump_dir, output_path, loader, options)

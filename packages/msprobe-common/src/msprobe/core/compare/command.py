@@ -1,4 +1,10 @@
-"""``msprobe -f <framework> compare``: the same command for every framework, given its tensor loader."""
+"""``msprobe -f <framework> compare``: the same command for every framework, given its tensor loader.
+
+Exit codes: 0 every row was compared (whether or not the runs diverge: finding a divergence is a
+successful comparison); 1 the reports were written but some rows could not be compared (tensor files
+missing, unreadable or not matching dump.json); 2 bad input, nothing compared (a missing or invalid
+compare.json, dump.json or stack.json, dumps of different tasks, a bad ``-j``).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,9 @@ from pathlib import Path
 
 from msprobe.core.cli import Command
 from msprobe.core.compare.api import input_paths, run_compare
-from msprobe.core.compare.engine import CompareOptions, TensorLoader
-from msprobe.core.compare.reader import CompareError, load_json_file, read_mapping
+from msprobe.core.compare.engine import CompareOptions, TensorLoader, check_workers
+from msprobe.core.compare.escape import printable
+from msprobe.core.compare.reader import INPUT_MAX_BYTES, CompareError, load_json_file, read_mapping
 from msprobe.core.log import logger
 
 
@@ -21,7 +28,20 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                         help="only write the tables: skip the first-divergence analysis")
     parser.add_argument("-f", "--fuzzy_match", action="store_true", help="match APIs ignoring their call counts")
     parser.add_argument("-dm", "--data_mapping", help="file of 'npu_name: bench_name' lines (1.1.1's mapping.yaml)")
-    parser.add_argument("-j", "--workers", type=int, help="worker processes for tensor metrics (default: CPUs - 1)")
+    parser.add_argument("-j", "--workers", type=_workers, metavar="N",
+                        help="worker processes for tensor metrics, 1 to the number of CPUs (default: CPUs, at most 8)")
+
+
+def _workers(text: str) -> int:
+    """``-j``: argparse reports a bad value as a usage error (exit code 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = text  # type: ignore[assignment]
+    try:
+        return check_workers(value)  # type: ignore[return-value]
+    except CompareError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def compare_command(loader_factory: Callable[[], TensorLoader]) -> Command:
@@ -30,13 +50,13 @@ def compare_command(loader_factory: Callable[[], TensorLoader]) -> Command:
     def run(args: argparse.Namespace) -> int:
         try:
             config_path = Path(args.input_path)
-            paths = input_paths(load_json_file(config_path, "compare input file"), config_path.parent)
+            paths = input_paths(load_json_file(config_path, "compare input file", INPUT_MAX_BYTES), config_path.parent)
             mapping = read_mapping(args.data_mapping) if args.data_mapping else {}
             options = CompareOptions(args.stack_mode, args.fuzzy_match, mapping, args.workers, not args.compare_only)
-            run_compare(loader_factory(), paths, args.output_path, options)
+            result = run_compare(loader_factory(), paths, args.output_path, options)
         except CompareError as exc:
-            logger.error("compare: %s", exc)
+            logger.error("compare: %s", printable(exc))
             return 2
-        return 0
+        return 1 if result.not_compared else 0
 
     return Command("compare two dumps and report where they first diverge", _configure, run)

@@ -15,7 +15,15 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from msprobe.core.compare.engine import CompareOptions, CompareResult, TensorLoader, compare_dumps, default_workers
+from msprobe.core.compare.engine import (
+    CompareOptions,
+    CompareResult,
+    TensorLoader,
+    check_workers,
+    compare_dumps,
+    default_workers,
+)
+from msprobe.core.compare.escape import csv_row, printable
 from msprobe.core.compare.reader import CompareError
 from msprobe.core.fileio import make_dir, write_csv
 from msprobe.core.log import logger
@@ -29,6 +37,11 @@ class DistributedResult:
     ranks: dict[int, CompareResult]
     first_rank: int | None
     summary: Path
+
+    @property
+    def not_compared(self) -> int:
+        """Rows of every rank whose tensor files are missing or unreadable."""
+        return sum(r.not_compared for r in self.ranks.values())
 
 
 def rank_dirs(step_dir: Path, what: str) -> dict[int, Path]:
@@ -70,7 +83,7 @@ def compare_steps(
         raise CompareError(f"npu_path {str(npu_step)!r} and bench_path {str(bench_step)!r} share no rank")
     out = make_dir(output_dir)
     stamp = time.strftime("%Y%m%d%H%M%S")
-    workers = options.workers if options.workers is not None else default_workers()
+    workers = check_workers(options.workers) or default_workers()
     per_rank = replace(options, workers=1 if len(common) > 1 else workers, progress=len(common) == 1)
     jobs = [(r, npu_ranks[r], bench_ranks[r], out, loader, per_rank, f"compare_result_rank{r}_{stamp}") for r in common]
     if len(jobs) > 1 and workers > 1:
@@ -80,12 +93,12 @@ def compare_steps(
         results = dict(map(_compare_rank, jobs))
     first = _first_rank(results)
     summary = out / f"compare_summary_{stamp}.csv"
-    write_csv(summary, SUMMARY_HEADER, [_summary_row(rank, results[rank]) for rank in common])
+    write_csv(summary, SUMMARY_HEADER, [csv_row(_summary_row(rank, results[rank])) for rank in common])
     if first is None:
-        logger.info("no rank diverged (%d ranks compared); summary: %s", len(common), summary)
+        logger.info("no rank diverged (%d ranks compared); summary: %s", len(common), printable(summary))
     else:
-        logger.warning("rank %d diverged first, at %s; summary: %s",
-                       first, results[first].first_divergence.entry, summary)  # type: ignore[union-attr]
+        logger.warning("rank %d diverged first, at %s; summary: %s", first,
+                       printable(results[first].first_divergence.entry), printable(summary))  # type: ignore[union-attr]
     return DistributedResult(results, first, summary)
 
 

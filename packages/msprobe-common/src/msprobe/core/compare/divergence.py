@@ -1,9 +1,16 @@
-"""Where it first went wrong: the first divergence and the worst rows of a comparison.
+"""Where it first went wrong: the first divergence, the optimizer's divergences and the worst rows.
 
-The first divergence is the earliest forward entry whose outputs fail while none of its inputs do:
-the error was made there rather than carried in. When every failing entry already had failing
-inputs, the earliest entry with a failing output is named instead, and the report says so; when no
-forward output fails at all, backward entries are searched the same way.
+A row *diverges* when its difference is more than rounding explains (:mod:`.rounding`). The first
+divergence is the earliest forward entry with a diverging output whose inputs do not diverge — the
+error was made there rather than carried in — or whose diverging inputs are the first diverging
+values of the whole comparison (a weight or batch that differs before any recorded call touched it).
+When no entry qualifies, the earliest entry with a diverging output is named and the report says its
+inputs already diverge. Backward entries are searched only when no forward output diverges.
+
+Optimizer entries (calls made from ``torch/optim/`` or ``mindspore/nn/optim`` code, told by their
+stack) are never chosen: an optimizer step divides by the square root of tiny second moments and
+turns the rounding noise of a near-zero gradient into a full-size update of the opposite sign, so
+bf16 against fp32 always "diverges" there. They are listed in a section of their own instead.
 """
 
 from __future__ import annotations
@@ -14,14 +21,23 @@ from dataclasses import dataclass
 from msprobe.core.compare.verdict import DIFFERENT, RowResult
 from msprobe.core.naming import BACKWARD, FORWARD, parse_name
 
+OPTIMIZER_DIRS = ("torch/optim/", "mindspore/nn/optim")
+FORWARD_KIND, BACKWARD_KIND, OPTIMIZER_KIND = "forward", "backward", "optimizer"
+
 
 @dataclass(frozen=True)
 class Divergence:
     entry: str
     position: int  # index of the entry's first row in the report
-    failing_rows: list[RowResult]
+    failing_rows: list[RowResult]  # its diverging output rows
     inputs_pass: bool
     stack: list[str]
+    kind: str = FORWARD_KIND
+
+    @property
+    def excess(self) -> float | None:
+        known = [r.excess for r in self.failing_rows if r.excess is not None]
+        return max(known) if known else None
 
 
 def _is_backward(name: str) -> bool:
@@ -29,6 +45,11 @@ def _is_backward(name: str) -> bool:
         return parse_name(name).direction == BACKWARD
     except ValueError:
         return False
+
+
+def is_optimizer(stack: list[str]) -> bool:
+    """A call made by optimizer code: some frame's file lies under torch/optim/ or mindspore/nn/optim."""
+    return any(d in frame.replace("\\", "/") for frame in stack for d in OPTIMIZER_DIRS)
 
 
 def group_by_entry(results: list[RowResult]) -> list[tuple[int, list[RowResult]]]:
@@ -42,24 +63,45 @@ def group_by_entry(results: list[RowResult]) -> list[tuple[int, list[RowResult]]
     return groups
 
 
+def stack_of(entry: str, stacks: dict[str, list[str]]) -> list[str]:
+    """stack.json records forward entries; a backward entry has its forward twin's stack."""
+    return stacks.get(entry) or stacks.get(_forward_of(entry), [])
+
+
+def entry_kind(entry: str, stacks: dict[str, list[str]]) -> str:
+    if is_optimizer(stack_of(entry, stacks)):
+        return OPTIMIZER_KIND
+    return BACKWARD_KIND if _is_backward(entry) else FORWARD_KIND
+
+
+def diverging_entries(results: list[RowResult], stacks: dict[str, list[str]]) -> list[Divergence]:
+    """Every entry with a diverging output row, in execution order; ``inputs_pass`` is True also where its
+    diverging inputs are the first diverging values of the comparison (see the module docstring)."""
+    found = []
+    seen_divergence = False
+    for position, rows in group_by_entry(results):
+        failing = [r for r in rows if r.part == "output" and r.diverges]
+        inputs_diverge = any(r.diverges for r in rows if r.part == "input")
+        if failing:
+            entry = rows[0].entry
+            found.append(Divergence(entry, position, failing, not inputs_diverge or not seen_divergence,
+                                    stack_of(entry, stacks), entry_kind(entry, stacks)))
+        seen_divergence = seen_divergence or inputs_diverge or bool(failing)
+    return found
+
+
 def first_divergence(results: list[RowResult], stacks: dict[str, list[str]]) -> Divergence | None:
-    """Forward entries are searched first (SPEC 5); backward ones only when no forward output fails."""
-    groups = group_by_entry(results)
-    for backward in (False, True):
-        fallback: Divergence | None = None
-        for position, rows in groups:
-            failing = [r for r in rows if r.part == "output" and r.failed]
-            if not failing or _is_backward(rows[0].entry) != backward:
-                continue
-            inputs_pass = not any(r.failed for r in rows if r.part == "input")
-            stack = stacks.get(rows[0].entry) or stacks.get(_forward_of(rows[0].entry), [])
-            found = Divergence(rows[0].entry, position, failing, inputs_pass, stack)
-            if inputs_pass:
-                return found
-            fallback = fallback or found
-        if fallback is not None:
-            return fallback
+    """Forward entries first, then backward ones; never the optimizer's (see the module docstring)."""
+    candidates = diverging_entries(results, stacks)
+    for kind in (FORWARD_KIND, BACKWARD_KIND):
+        of_kind = [d for d in candidates if d.kind == kind]
+        if of_kind:
+            return next((d for d in of_kind if d.inputs_pass), of_kind[0])
     return None
+
+
+def optimizer_divergences(results: list[RowResult], stacks: dict[str, list[str]]) -> list[Divergence]:
+    return [d for d in diverging_entries(results, stacks) if d.kind == OPTIMIZER_KIND]
 
 
 _LIBRARY_DIRS = ("site-packages", "dist-packages")

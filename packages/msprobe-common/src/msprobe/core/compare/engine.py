@@ -2,8 +2,10 @@
 
 Tensor metrics are the only expensive part: each pair of tensor files is loaded, compared and
 dropped inside a worker process, so memory holds a few tensors per worker whatever the dump size.
-The loader (``.pt`` through torch, ``.npy`` through numpy) comes from the framework package, keeping
-this module framework-free; it must be a module-level function so workers can receive it.
+The loader (``.pt`` for PyTorch, ``.npy`` for MindSpore) comes from the framework package, keeping
+this module framework-free; it must be a module-level function so workers can receive it. It gets
+what dump.json records about the tensor (:class:`~.tensorfile.TensorSpec`) and must refuse a file
+that does not match it before reading its data (see :mod:`.tensorfile`).
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from msprobe.core.compare.align import align_entries, entry_mapping, pair_rows
-from msprobe.core.compare.divergence import Divergence, first_divergence, group_by_entry
+from msprobe.core.compare.divergence import Divergence, first_divergence, group_by_entry, optimizer_divergences
 from msprobe.core.compare.metrics import TensorMetrics, compare_tensors
 from msprobe.core.compare.progress import Progress
 from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_stack, tensor_path
+from msprobe.core.compare.rounding import judge_entry, run_unit
 from msprobe.core.compare.rows import flatten_entry
+from msprobe.core.compare.tensorfile import TensorSpec
 from msprobe.core.compare.verdict import (
     NO,
     NONE,
@@ -39,7 +43,7 @@ from msprobe.core.compare.verdict import (
 from msprobe.core.fileio import make_dir
 from msprobe.core.log import logger
 
-TensorLoader = Callable[[Path], np.ndarray]
+TensorLoader = Callable[[Path, TensorSpec], np.ndarray]
 _IN_PROCESS_BELOW = 32  # tensor pairs; starting workers costs more than comparing this few
 
 
@@ -63,6 +67,14 @@ class CompareResult:
     reports: dict[str, Path]
     npu_path: Path
     bench_path: Path
+    unit: float = 0.0  # the rounding unit the first-divergence rule used (compare.rounding)
+    optimizer: list[Divergence] = field(default_factory=list)  # diverging optimizer entries
+    analyzed: bool = True  # False with -c: no first-divergence analysis was asked for
+
+    @property
+    def not_compared(self) -> int:
+        """Rows whose tensor files are missing or unreadable: the comparison is incomplete."""
+        return sum(1 for r in self.results if r.not_compared)
 
 
 def check_modes(npu: DumpFile, bench: DumpFile) -> str:
@@ -110,17 +122,18 @@ def _judge_cheap(results: list[RowResult]) -> list[int]:
     return pending
 
 
-def _tensor_job(job: tuple[TensorLoader, Path | None, Path | None]) -> TensorMetrics | str:
+def _tensor_job(job: tuple[TensorLoader, tuple[Path | None, TensorSpec], tuple[Path | None, TensorSpec]]
+                ) -> TensorMetrics | str:
     """Worker: load one pair, compare, drop it. A string is the reason the pair could not be read."""
-    loader, npu_file, bench_file = job
+    loader, *sides = job
     arrays = []
-    for side, path in (("NPU", npu_file), ("bench", bench_file)):
+    for side, (path, spec) in zip(("NPU", "bench"), sides):
         if path is None:
             return f"The {side} tensor has no data_name: was the dump made with task 'tensor'?"
         if not path.is_file():
             return f"Dump file: {path} not found."
         try:
-            arrays.append(loader(path))
+            arrays.append(loader(path, spec))
         except Exception as exc:  # any loader failure is reported on its row, not fatal to the compare
             return f"Dump file: {path} cannot be read: {type(exc).__name__}: {exc}"
     return compare_tensors(arrays[0], arrays[1])
@@ -149,16 +162,29 @@ def default_workers() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
+def check_workers(workers: object) -> int | None:
+    """``-j`` / ``workers=``: None (the default) or an integer from 1 to the number of CPUs; more processes
+    than CPUs only compete for them, and an unbounded number forks until the machine stalls."""
+    cpus = os.cpu_count() or 1
+    if workers is None:
+        return None
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= cpus:
+        raise CompareError(f"workers (-j) is {workers!r}; allowed: an integer from 1 to {cpus} (the CPUs here)")
+    return workers
+
+
 def compute_tensor_rows(results: list[RowResult], pending: list[int], npu: DumpFile, bench: DumpFile,
                         loader: TensorLoader, options: CompareOptions) -> None:
     jobs = []
     for index in pending:
         result = results[index]
-        jobs.append((loader, tensor_path(npu, result.npu.value), tensor_path(bench, result.bench.value)))
-    workers = options.workers if options.workers is not None else default_workers()
+        jobs.append((loader, (tensor_path(npu, result.npu.value), TensorSpec.of(result.npu.value)),
+                     (tensor_path(bench, result.bench.value), TensorSpec.of(result.bench.value))))
+    workers = check_workers(options.workers) or default_workers()
     for index, outcome in zip(pending, _run_jobs(jobs, workers, options.progress)):
         if isinstance(outcome, str):
             results[index].verdict = NONE
+            results[index].not_compared = True
             results[index].messages.append(outcome)
         else:
             judge_tensor(results[index], outcome)
@@ -177,6 +203,7 @@ def compare_dumps(
     from msprobe.core.compare.report import write_reports
 
     options = options or CompareOptions()
+    check_workers(options.workers)
     npu, bench = read_dump(npu_json, "npu_path"), read_dump(bench_json, "bench_path")
     stack_file = Path(stack_path) if stack_path else npu.path.parent / "stack.json"
     stacks = read_stack(stack_file) if stack_path or stack_file.is_file() else {}
@@ -185,12 +212,16 @@ def compare_dumps(
     pending = _judge_cheap(results)
     if pending:
         compute_tensor_rows(results, pending, npu, bench, loader, options)
+    unit = run_unit(results)
     for _, rows in group_by_entry(results):
         highlight_entry(rows)
+        judge_entry(rows, unit)
     divergence = first_divergence(results, stacks) if options.auto_analyze else None
+    optimizer = optimizer_divergences(results, stacks) if options.auto_analyze else []
     out = make_dir(output_dir)
     stem = report_stem or f"compare_result_{time.strftime('%Y%m%d%H%M%S')}"
-    result = CompareResult(npu.mode, results, divergence, {}, npu.path, bench.path)
+    result = CompareResult(npu.mode, results, divergence, {}, npu.path, bench.path, unit, optimizer,
+                           options.auto_analyze)
     result.reports = write_reports(result, out, stem, options.with_stack, stacks)
     logger.info("compared %d rows in %.1f s", len(results), time.monotonic() - started)
     return result

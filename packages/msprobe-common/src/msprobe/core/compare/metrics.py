@@ -10,7 +10,9 @@ Definitions (checked against direct numpy computations in the tests):
 - MaxAbsErr = max |n − b|; relative error = |n − b| / |b|, taken as 0 where both are 0 and as
   +inf where only the bench is 0; MaxRelativeErr is its maximum;
 - One Thousandth / Five Thousandths Err Ratio = fraction of elements with relative error < 0.001 /
-  < 0.005.
+  < 0.005;
+- for the first-divergence rule (:mod:`msprobe.core.compare.rounding`): ``diff_norm`` = ‖n − b‖ and
+  ``scale_norm`` = max(‖n‖, ‖b‖), L2 norms over the elements finite on both sides.
 
 Integer and bool tensors are compared as float64 (exact below 2**53); complex tensors by modulus.
 """
@@ -49,6 +51,8 @@ class TensorMetrics:
     max_relative_err: float | None = None
     one_thousandth_ratio: float | None = None
     five_thousandths_ratio: float | None = None
+    diff_norm: float | None = None
+    scale_norm: float | None = None
     npu: Stats = field(default_factory=Stats)
     bench: Stats = field(default_factory=Stats)
     nonfinite_mismatch: int = 0
@@ -81,6 +85,17 @@ def relative_errors(abs_err: np.ndarray, bench: np.ndarray) -> np.ndarray:
     rel[(bench == 0) & (abs_err == 0)] = 0.0
     rel[(bench == 0) & (abs_err != 0)] = np.inf
     return rel
+
+
+def l2_norm(values: np.ndarray) -> float:
+    """‖values‖ without overflow or underflow: scaled by the largest magnitude first."""
+    if values.size == 0:
+        return 0.0
+    top = float(np.abs(values).max())
+    if top == 0 or not math.isfinite(top):
+        return top
+    scaled = values / top
+    return top * math.sqrt(float(np.dot(scaled, scaled)))
 
 
 def cosine(npu: np.ndarray, bench: np.ndarray) -> tuple[float | None, str | None]:
@@ -129,6 +144,8 @@ def compare_tensors(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
         max_relative_err=float(rel.max()),
         one_thousandth_ratio=float(np.mean(rel < THOUSANDTH)),
         five_thousandths_ratio=float(np.mean(rel < FIVE_THOUSANDTHS)),
+        diff_norm=l2_norm(abs_err),
+        scale_norm=max(l2_norm(n), l2_norm(b)),
         npu=npu_stats,
         bench=bench_stats,
         nonfinite_mismatch=mismatch,
@@ -142,7 +159,10 @@ def stat_of(value: dict, key: str) -> float | None:
     if isinstance(raw, bool):
         return float(raw)
     if isinstance(raw, (int, float)):
-        return float(raw)
+        try:
+            return float(raw)
+        except OverflowError:  # an integer past float range (dump.json may hold any JSON number)
+            return math.inf if raw > 0 else -math.inf
     return None
 
 

@@ -7,12 +7,13 @@ because a compare usually involves four or five files and "invalid JSON" alone h
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msprobe.core import jsonfile
+from msprobe.core.jsonfile import MiB
 from msprobe.core.writers import TENSOR_DIR
 
 MODES = ("tensor", "summary", "md5")
@@ -52,17 +53,16 @@ def _has_md5(entries: dict[str, dict]) -> bool:
     return any(walk(entry) for entry in entries.values())
 
 
-def load_json_file(path: Path, what: str) -> Any:
-    """Parse ``path`` (NaN/Infinity tokens allowed, as 1.1.1 writes them); errors name the file."""
-    if not path.is_file():
-        raise CompareError(f"{what} {str(path)!r} does not exist or is not a file")
+DUMP_MAX_BYTES = 4 << 30  # dump.json / stack.json: parsed, 4 GiB of JSON already takes tens of GiB of memory
+INPUT_MAX_BYTES = 16 * MiB  # compare.json
+
+
+def load_json_file(path: Path, what: str, max_bytes: int = DUMP_MAX_BYTES) -> Any:
+    """Parse ``path`` through the shared safe loader; every error names the file and its role ``what``."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CompareError(f"{what} {str(path)!r} cannot be read: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise CompareError(f"{what} {str(path)!r} is not valid JSON: {exc}") from exc
+        return jsonfile.load_json_file(path, max_bytes)
+    except jsonfile.JsonFileError as exc:
+        raise CompareError(f"{what} {str(path)!r} {exc.detail}") from None
 
 
 def read_dump(path: str | os.PathLike, what: str = "dump file") -> DumpFile:
@@ -122,8 +122,14 @@ def read_mapping(path: str | os.PathLike) -> dict[str, str]:
     mapping_path = Path(path)
     if not mapping_path.is_file():
         raise CompareError(f"data mapping file {str(mapping_path)!r} does not exist or is not a file")
+    if mapping_path.stat().st_size > INPUT_MAX_BYTES:
+        raise CompareError(f"data mapping file {str(mapping_path)!r} is larger than {INPUT_MAX_BYTES} bytes")
+    try:
+        text = mapping_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CompareError(f"data mapping file {str(mapping_path)!r} cannot be read: {exc}") from None
     mapping: dict[str, str] = {}
-    for number, raw in enumerate(mapping_path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from msprobe.core.compare.divergence import user_frame
+from msprobe.core.compare.divergence import Divergence, user_frame
+from msprobe.core.compare.escape import csv_row, printable
 from msprobe.core.compare.report_html import write_html
 from msprobe.core.compare.report_xlsx import write_xlsx
 from msprobe.core.compare.table import PERCENT_COLUMNS, columns, row_cells
@@ -21,31 +22,45 @@ def write_reports(
 ) -> dict[str, Path]:
     header = columns(result.mode, with_stack)
     paths = {kind: out / f"{stem}.{kind}" for kind in ("xlsx", "csv", "html")}
-    write_xlsx(
+    write_xlsx(  # inline strings: a spreadsheet never evaluates them, so no formula escaping is needed
         paths["xlsx"],
         header,
         ((row_cells(r, with_stack, stacks), r.highlight) for r in result.results),
         PERCENT_COLUMNS.get(result.mode, set()),
     )
-    write_csv(paths["csv"], header, (row_cells(r, with_stack, stacks) for r in result.results))
+    write_csv(paths["csv"], header, (csv_row(row_cells(r, with_stack, stacks)) for r in result.results))
     write_html(paths["html"], result, header, lambda r: row_cells(r, with_stack, stacks), [paths["xlsx"], paths["csv"]])
     announce(result, paths)
     return paths
 
 
+def where(found: Divergence) -> str:
+    """The entry's innermost user frame on one line (a frame holds 'File ..., line N, in f,\\n code')."""
+    frame = user_frame(found.stack) or "no stack recorded"
+    return printable(" ".join(frame.split()))
+
+
 def announce(result: CompareResult, paths: dict[str, Path]) -> None:
-    """Print the first divergence (with its innermost user frame) and the report paths."""
+    """Log the first divergence (with its innermost user frame), the optimizer's, the counts and the paths.
+    Every name and frame is read from the dumps, so each goes through :func:`printable`."""
     found = result.first_divergence
+    if found is not None:
+        how = "its inputs pass" if found.inputs_pass else "its inputs already diverge"
+        logger.warning("first divergence: %s (%s; %d diverging output rows, %.3g times what rounding explains) at %s",
+                       printable(found.entry), how, len(found.failing_rows), found.excess or 0.0, where(found))
+    if result.optimizer:
+        first = result.optimizer[0]
+        logger.warning("optimizer: %d entries differ beyond rounding, first %s at %s (not taken as the first "
+                       "divergence: see the optimizer section of the html report)",
+                       len(result.optimizer), printable(first.entry), where(first))
     failing = sum(1 for r in result.results if r.failed)
-    if found is None:
-        logger.info("compare (%s mode): %d rows, none failing", result.mode, len(result.results))
-    else:
-        where = user_frame(found.stack) or "no stack recorded"
-        how = "its inputs pass" if found.inputs_pass else "its inputs already fail"
-        logger.warning(
-            "first divergence: %s (%s; %d failing output rows) at %s", found.entry, how,
-            len(found.failing_rows), where.replace("\n", " "),
-        )
-        logger.info("compare (%s mode): %d rows, %d failing", result.mode, len(result.results), failing)
+    beyond = sum(1 for r in result.results if r.excess is not None and r.excess > 1)
+    logger.info("compare (%s mode): %d rows, %d failing the 1.1.1 verdict, %d beyond rounding", result.mode,
+                len(result.results), failing, beyond)
+    if found is None and result.analyzed:
+        logger.info("first divergence: none, no forward or backward output differs beyond rounding")
+    if result.not_compared:
+        logger.error("%d rows could not be compared: their tensor files are missing or unreadable (see Err_message "
+                     "in the reports)", result.not_compared)
     for kind, path in paths.items():
-        logger.info("%s report: %s", kind, path)
+        logger.info("%s report: %s", kind, printable(path))

@@ -1,9 +1,13 @@
 """compare_result_*.html: one self-contained file (no network) that starts with the answer.
 
-Order of the page: the first divergence with its stack, the worst rows, a chart of Cosine and
-relative error along execution order (inline SVG), then the full table, sortable by clicking a
-column and filterable by text or by failing rows. The rows are embedded as a JavaScript literal
-(which, unlike JSON, can hold NaN and Infinity).
+Order of the page: the first divergence with its stack and the rule that chose it, the optimizer
+entries that differ beyond rounding, the worst rows, a chart of Cosine and relative error along
+execution order (inline SVG), then the full table, sortable by clicking a column and filterable by
+text or by failing rows; its last column, "Rounding excess", is each row's difference over what
+rounding explains (above 1: beyond rounding, see :mod:`.rounding`). The rows are embedded as a
+JavaScript literal (which, unlike JSON, can hold NaN and Infinity) written by
+:func:`~.escape.script_literal`, so no name in it can end the script; every other name on the page
+is HTML-escaped.
 
 A browser chokes on a page of millions of rows, so the embedded table is capped (``HTML_MAX_ROWS``):
 past the cap it keeps the first divergence's rows, the worst rows, then highlighted rows, then the
@@ -15,13 +19,14 @@ drawn at its worst value so that a single bad row stays visible.
 from __future__ import annotations
 
 import html
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from msprobe.core.compare.divergence import worst_rows
+from msprobe.core.compare.divergence import Divergence, worst_rows
+from msprobe.core.compare.escape import script_literal
+from msprobe.core.compare.rounding import BACKWARD_SLACK, FORWARD_SLACK, describe_unit
 from msprobe.core.compare.verdict import RowResult
 from msprobe.core.fileio import atomic_write_text
 
@@ -43,6 +48,7 @@ _JS = """
 const cols = ['Row', ...DATA.header], rows = DATA.rows;
 let view = rows.map((r, i) => i), sortCol = -1, asc = true, limit = 2000;
 function cell(v){ return v === null ? '' : String(v); }
+function esc(v){ return cell(v).replace(/&/g,'&amp;').replace(/</g,'&lt;').replace(/"/g,'&quot;'); }
 function val(r, i){ return i === 0 ? r.n : r.c[i - 1]; }
 function render(){
   const q = document.getElementById('q').value.toLowerCase(), bad = document.getElementById('bad').checked;
@@ -53,12 +59,12 @@ function render(){
     const d = nx && ny ? (x - y || 0) : nx ? -1 : ny ? 1 : cell(x).localeCompare(cell(y));
     return asc ? d : -d; });
   const body = view.slice(0, limit).map(i => '<tr class="' + rows[i].h + '"><td>' + rows[i].n + '</td>' +
-    rows[i].c.map(v => '<td>' + cell(v).replace(/&/g,'&amp;').replace(/</g,'&lt;') + '</td>').join('') + '</tr>');
+    rows[i].c.map(v => '<td>' + esc(v) + '</td>').join('') + '</tr>');
   document.getElementById('tb').innerHTML = body.join('');
   document.getElementById('n').textContent = view.length + ' of ' + rows.length + ' rows' +
     (view.length > limit ? ' (first ' + limit + ' shown: refine the filter)' : '');
 }
-document.getElementById('th').innerHTML = cols.map((c, i) => '<th data-i="' + i + '">' + c + '</th>').join('');
+document.getElementById('th').innerHTML = cols.map((c, i) => '<th data-i="' + i + '">' + esc(c) + '</th>').join('');
 document.getElementById('th').onclick = e => { const i = +e.target.dataset.i; if (isNaN(i)) return;
   asc = sortCol === i ? !asc : true; sortCol = i; render(); };
 document.getElementById('q').oninput = render; document.getElementById('bad').onchange = render; render();
@@ -69,17 +75,49 @@ def _e(value: Any) -> str:
     return html.escape(str(value))
 
 
+EXCESS_COLUMN = "Rounding excess"
+
+
+def _rule(result: CompareResult) -> str:
+    return (f"A row differs beyond rounding when ‖NPU − bench‖ exceeds slack × u × its scale: u = "
+            f"{_e(describe_unit(result.unit))}, the coarsest dtype of the two dumps; slack {FORWARD_SLACK:g} forward, "
+            f"{BACKWARD_SLACK:g} backward (statistics: each of Max/Min/Mean/Norm against the tensor's scale).")
+
+
+def _entry_rows(found: Divergence) -> str:
+    return "".join(f"<li>{_e(r.npu.name if r.npu else r.bench.name)}: {_excess_text(r.excess)} "
+                   f"{_e(r.verdict)} {_e(' '.join(r.messages))}</li>" for r in found.failing_rows)
+
+
+def _excess_text(excess: float | None) -> str:
+    return "" if excess is None else f"{excess:.3g}× what rounding explains;"
+
+
 def _divergence_section(result: CompareResult) -> str:
     found = result.first_divergence
+    rule = f"<p>{_rule(result)}</p>"
+    if not result.analyzed:
+        return '<div class="box ok">First-divergence analysis was not asked for (-c).</div>'
     if found is None:
-        return '<div class="box ok"><b>No divergence found:</b> no output row fails.</div>'
+        return f'<div class="box ok"><b>No divergence found:</b> no forward or backward output differs beyond ' \
+               f"rounding.{rule}</div>"
     how = ("its inputs pass, so the error was made here" if found.inputs_pass
-           else "its inputs already fail; no entry has failing outputs with passing inputs")
-    rows = "".join(f"<li>{_e(r.npu.name if r.npu else r.bench.name)}: {_e(r.verdict)} {_e(' '.join(r.messages))}"
-                   f"</li>" for r in found.failing_rows)
+           else "its inputs already diverge; no entry has diverging outputs with passing inputs")
     stack = "".join(f"<pre>{_e(frame)}</pre>" for frame in found.stack) or "<p>No stack recorded.</p>"
     return (f'<div class="box"><b>First divergence: {_e(found.entry)}</b> (row {found.position + 1}; {how})'
-            f"<ul>{rows}</ul><b>Stack</b>{stack}</div>")
+            f"<ul>{_entry_rows(found)}</ul><b>Stack</b>{stack}{rule}</div>")
+
+
+def _optimizer_section(result: CompareResult, limit: int = 50) -> str:
+    if not result.optimizer:
+        return ""
+    shown = result.optimizer[:limit]
+    more = f"<p>... and {len(result.optimizer) - limit} more.</p>" if len(result.optimizer) > limit else ""
+    items = "".join(f"<li>{_e(d.entry)} (row {d.position + 1}): {_excess_text(d.excess)}</li>" for d in shown)
+    return (f"<h2>Optimizer</h2><p>{len(result.optimizer)} entries called from optimizer code differ beyond "
+            f"rounding. They are not taken as the first divergence: an optimizer step divides by the square root "
+            f"of tiny second moments, so the rounding noise of a near-zero gradient becomes a full-size update.</p>"
+            f"<ul>{items}</ul>{more}")
 
 
 def _small_table(header: list[str], rows: list[list[Any]], highlights: list[str]) -> str:
@@ -174,20 +212,25 @@ def _table_note(shown: int, total: int, full_reports: list[Path]) -> str:
             f"row's number in the full table). <b>The full table is in {where}</b> next to this file.</div>")
 
 
+def _excess_cell(result: RowResult) -> float | str:
+    return "None" if result.excess is None else result.excess
+
+
 def write_html(path: Path, result: CompareResult, header: list[str], cells_of: Callable[[RowResult], list[Any]],
                full_reports: list[Path], max_rows: int = HTML_MAX_ROWS) -> int:
     """Write the page; returns how many table rows it embeds (at most ``max_rows``)."""
     worst = worst_rows(result.results)
     shown = embedded_rows(result, worst, max_rows)
-    rows = [{"n": i + 1, "c": cells_of(result.results[i]), "h": result.results[i].highlight} for i in shown]
-    literal = json.dumps({"header": header, "rows": rows}, allow_nan=True).replace("</", "<\\/")
+    rows = [{"n": i + 1, "c": [*cells_of(result.results[i]), _excess_cell(result.results[i])],
+             "h": result.results[i].highlight} for i in shown]
+    literal = script_literal({"header": [*header, EXCESS_COLUMN], "rows": rows})
     worst_table = _small_table(header, [cells_of(r) for r in worst], [r.highlight for r in worst])
     mark = result.first_divergence.position if result.first_divergence else None
     page = (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>msprobe compare</title><style>{_CSS}</style>"
         f"</head><body><h1>msprobe compare ({_e(result.mode)} mode)</h1>"
         f"<p>NPU: {_e(result.npu_path)}<br>Bench: {_e(result.bench_path)}</p>"
-        f"<h2>First divergence</h2>{_divergence_section(result)}"
+        f"<h2>First divergence</h2>{_divergence_section(result)}{_optimizer_section(result)}"
         f"<h2>Worst rows</h2>{worst_table}"
         f"<h2>Along execution order</h2>{_chart(result.results, mark)}"
         f"<h2>All rows</h2>{_table_note(len(shown), len(result.results), full_reports)}"

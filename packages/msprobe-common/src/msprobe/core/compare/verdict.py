@@ -42,6 +42,14 @@ class RowResult:
     messages: list[str] = field(default_factory=list)
     highlight: str = ""
     first_of_entry: bool = False  # 1.1.1 shows an entry's stack on its first row only
+    excess: float | None = None  # difference / what rounding explains (compare.rounding); > 1 diverges
+    not_compared: bool = False  # its tensor files are missing or unreadable
+
+    @property
+    def diverges(self) -> bool:
+        """Beyond rounding (compare.rounding), or, where that rule has no number (md5 mode, non-numeric
+        values), a failing verdict."""
+        return self.excess > 1 if self.excess is not None else self.failed
 
     @property
     def entry(self) -> str:

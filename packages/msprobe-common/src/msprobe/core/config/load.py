@@ -6,10 +6,10 @@ file in one go instead of discovering one problem per run of a long training job
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 
+from msprobe.core.config.dump_path import dump_path_problem
 from msprobe.core.config.errors import MISSING, ConfigError, Problem
 from msprobe.core.config.fields import FieldReader, one_of
 from msprobe.core.config.keys import COMMON_KEYS, warn_unused_keys
@@ -24,7 +24,10 @@ from msprobe.core.config.model import (
 )
 from msprobe.core.config.rules import RuleContext, cross_field_problems
 from msprobe.core.config.sections import SECTION_PARSERS
+from msprobe.core.jsonfile import JsonFileError, MiB, load_json_file
 from msprobe.core.log import logger
+
+CONFIG_MAX_BYTES = 16 * MiB  # a config.json is a few KB; anything this large is not one
 
 
 def _fail(file: str, detail: str) -> ConfigError:
@@ -41,24 +44,15 @@ def _warn_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
 
 
 def read_config_file(file: str) -> dict[str, object]:
-    """The top-level JSON object of ``file``; anything else raises a ConfigError naming the file."""
+    """The top-level JSON object of ``file``; anything else raises a ConfigError naming the file.
+
+    Parsing goes through :func:`msprobe.core.jsonfile.load_json_file`, like every JSON file msprobe
+    reads, so a deeply nested or oversized file is a ConfigError too, not a raw traceback.
+    """
     try:
-        with open(file, encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        raise _fail(file, "the file does not exist") from None
-    except IsADirectoryError:
-        raise _fail(file, "is a directory, not a JSON file") from None
-    except UnicodeDecodeError as error:
-        raise _fail(file, f"is not UTF-8 text (byte {error.start})") from None
-    except OSError as error:
-        raise _fail(file, f"cannot be read: {error.strerror}") from None
-    try:
-        data = json.loads(text, object_pairs_hook=_warn_duplicates)
-    except json.JSONDecodeError as error:
-        raise _fail(
-            file, f"is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}"
-        ) from None
+        data = load_json_file(file, CONFIG_MAX_BYTES, object_pairs_hook=_warn_duplicates)
+    except JsonFileError as error:
+        raise _fail(file, error.detail) from None
     if not isinstance(data, dict):
         raise _fail(file, f"must hold a JSON object {{...}} at the top level, not a {type(data).__name__}")
     return data
@@ -94,6 +88,10 @@ def build_config(
     task = reader_for("task").choice("task", TASKS, DEFAULT_TASK)
     level = reader_for("level").choice("level", LEVELS, DEFAULT_LEVEL)
     dump_path = reader_for("dump_path").text("dump_path", DEFAULT_DUMP_PATH, non_empty=True)
+    if for_debugger and "dump_path" not in reader_for("dump_path").invalid:  # the debugger writes there
+        problem = dump_path_problem(dump_path)
+        if problem is not None:
+            reader_for("dump_path").report("dump_path", dump_path, problem)
     if file is not None and task != "run_ut" and not reader_for("dump_path").given("dump_path"):
         from_file.report(
             "dump_path",

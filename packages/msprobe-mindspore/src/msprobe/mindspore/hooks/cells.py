@@ -12,10 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from mindspore import nn
+from msprobe.core.calls import Started
 from msprobe.core.events import Call
+from msprobe.core.naming import safe_module_parts
 
-CellStart = Callable[[str, str, tuple], "Call | None"]
-CellEnd = Callable[[Call, Any], None]
+CellStart = Callable[[str, str, tuple], "Started | None"]
+CellEnd = Callable[[Started, Any], None]
 CellBackward = Callable[[Call, tuple, tuple], None]
 
 
@@ -28,7 +30,7 @@ class CellHooks:
         self._start, self._end, self._backward = start, end, backward
         self._wants_backward = wants_backward
         self._handles: list = []
-        self._running: dict[int, list[Call | None]] = {}
+        self._running: dict[int, list[Started | None]] = {}
         self._awaiting_backward: dict[int, list[Call]] = {}
 
     def install(self) -> None:
@@ -50,19 +52,20 @@ class CellHooks:
 
     def _pre_hook(self, path: str) -> Callable:
         def pre(cell: nn.Cell, args: tuple) -> None:
-            call = self._start(path, type(cell).__name__, args)
-            self._running.setdefault(id(cell), []).append(call)
+            # a cell registered as "a/b" or "x\ny" is named repaired rather than raising in the forward
+            name_parts = safe_module_parts(path, type(cell).__name__)
+            self._running.setdefault(id(cell), []).append(self._start(*name_parts, args))
 
         return pre
 
     def _post_hook(self, cell: nn.Cell, args: tuple, output: Any) -> None:
         running = self._running.get(id(cell))
-        call = running.pop() if running else None
-        if call is None:
+        started = running.pop() if running else None
+        if started is None:
             return
-        self._end(call, output)
-        if call.extra.pop("wants_backward", False) and self._wants_backward():
-            self._awaiting_backward.setdefault(id(cell), []).append(call)
+        self._end(started, output)
+        if started.wants_backward and self._wants_backward():
+            self._awaiting_backward.setdefault(id(cell), []).append(started.call)
 
     def _backward_hook(self, cell: nn.Cell, grad_input: tuple, grad_output: tuple) -> None:
         # MindSpore passes the gradients of the cell's inputs first and those of its outputs second

@@ -1,5 +1,5 @@
 """PyTorch interception: one mechanism, used by every task (see ``interceptor.py``)."""
 
-from msprobe.pytorch.hooks.interceptor import LEVELS, Interceptor
+from msprobe.pytorch.hooks.interceptor import Interceptor
 
-__all__ = ["LEVELS", "Interceptor"]
+__all__ = ["Interceptor"]

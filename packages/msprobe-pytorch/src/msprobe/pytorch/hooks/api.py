@@ -18,9 +18,22 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from msprobe.core.naming import FORWARD, api_name
 from msprobe.pytorch.hooks.api_names import OPERATOR_DUNDERS, build_api_table, is_mutating
 from msprobe.pytorch.hooks.recorder import Recorder
+
+
+@torch.compiler.disable
+def outside_dynamo(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` run eagerly, out of Dynamo's sight.
+
+    A TorchFunctionMode on the stack while ``torch.compile`` traces is traced into every call, and so was
+    all of msprobe behind it (recorder, statistics, files): graph breaks on its Python, guards on its
+    dicts, ``recompile_limit`` within a few steps. Hooks check ``torch.compiler.is_compiling()`` (free in
+    eager code, where the disable wrapper would cost ~0.4 µs per call) and, while tracing, come here: Dynamo
+    breaks the graph at the call, and the call runs — and is recorded — eagerly. ``fn`` must not check
+    again: ``is_compiling()`` also holds for the eager code Dynamo itself runs while compiling.
+    """
+    return fn(*args, **kwargs)
 
 
 class ApiMode(TorchFunctionMode):
@@ -36,6 +49,11 @@ class ApiMode(TorchFunctionMode):
         self, func: Any, types: tuple, args: tuple = (), kwargs: dict | None = None
     ) -> Any:
         kwargs = kwargs or {}
+        if torch.compiler.is_compiling():  # Dynamo is tracing a compiled function: see outside_dynamo
+            return outside_dynamo(self._handle, func, args, kwargs)
+        return self._handle(func, args, kwargs)
+
+    def _handle(self, func: Any, args: tuple, kwargs: dict) -> Any:
         hint, self.hint = self.hint, None
         entry = None if self._recorder.paused else self._table.get(func)
         if entry is None:
@@ -47,10 +65,8 @@ class ApiMode(TorchFunctionMode):
 
     def _record(self, func: Any, prefix: str, api: str, args: tuple, kwargs: dict) -> Any:
         recorder = self._recorder
-        count = recorder.counter.next(f"{prefix}.{api}")
-        name = api_name(prefix, api, count, FORWARD)
-        pending = recorder.begin(name, args, kwargs, is_module=False, mutates=is_mutating(api, kwargs), func=func)
-        return recorder.end(pending, func(*args, **kwargs))
+        pending = recorder.begin_api(prefix, api, args, kwargs, mutates=is_mutating(api, kwargs), func=func)
+        return recorder.finish(pending, func(*args, **kwargs))
 
 
 class OperatorNames:
@@ -81,12 +97,17 @@ class OperatorNames:
     def _wrapper(self, name: str, original: Any) -> Any:
         mode = self._mode
 
-        def operator(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        def hinted(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             mode.hint = name
             try:
                 return original(self, *args, **kwargs)
             finally:
                 mode.hint = None
+
+        def operator(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if torch.compiler.is_compiling():  # see outside_dynamo
+                return outside_dynamo(hinted, self, *args, **kwargs)
+            return hinted(self, *args, **kwargs)
 
         operator.__name__ = operator.__qualname__ = name
         return operator

@@ -15,7 +15,6 @@ from typing import Any
 
 import torch
 
-from msprobe.core.naming import FORWARD, api_name
 from msprobe.pytorch.hooks.recorder import Recorder
 
 COLLECTIVES = (
@@ -50,18 +49,16 @@ class CollectiveWrappers:
 
         @functools.wraps(original)
         def collective(*args: Any, **kwargs: Any) -> Any:
-            if not recorder.active or recorder.paused:
+            if not recorder.sees_calls:
                 return original(*args, **kwargs)
-            name = api_name("Distributed", api, recorder.counter.next(f"Distributed.{api}"), FORWARD)
-            pending = recorder.begin(name, args, kwargs, is_module=False, mutates=True, differentiable=False)
-            pending.call.extra["async_op"] = bool(kwargs.get("async_op", False))
+            pending = recorder.begin_api("Distributed", api, args, kwargs, mutates=True, differentiable=False)
             with recorder.pause():  # torch code inside the collective is not the user's
                 result = original(*args, **kwargs)
-            if pending.call.extra["async_op"]:
-                recorder.end(pending, result)
+            if kwargs.get("async_op", False):
+                recorder.finish(pending, result)
             else:
                 tensors = [a for a in args if isinstance(a, (torch.Tensor, list))]
-                recorder.end(pending, result if result is not None else tensors)
+                recorder.finish(pending, result if result is not None else tensors)
             return result
 
         return collective

@@ -11,25 +11,22 @@ from __future__ import annotations
 
 import torch
 
+from msprobe.core.calls import Level
 from msprobe.core.events import CallSink
 from msprobe.pytorch.hooks.api import ApiMode, OperatorNames
 from msprobe.pytorch.hooks.distributed import CollectiveWrappers
 from msprobe.pytorch.hooks.module import ModuleHooks
 from msprobe.pytorch.hooks.recorder import Recorder
 
-LEVELS = ("L0", "L1", "mix")
-
 
 class Interceptor:
     def __init__(self, sink: CallSink, *, level: str) -> None:
-        if level not in LEVELS:
-            raise ValueError(f"level {level!r} is not one of {', '.join(LEVELS)}")
-        self.level = level
+        self.level = Level(level)
         self._recorder = Recorder(sink)
         self._api_mode: ApiMode | None = None
         self._operators: OperatorNames | None = None
         self._collectives: CollectiveWrappers | None = None
-        if level in ("L1", "mix"):
+        if self.level.apis:
             self._api_mode = ApiMode(self._recorder)
             self._operators = OperatorNames(self._api_mode)
             self._collectives = CollectiveWrappers(self._recorder)
@@ -48,7 +45,7 @@ class Interceptor:
         if self._modules is not None:
             self._modules.remove()
             self._modules = None
-        if model is not None and self.level in ("L0", "mix"):
+        if model is not None and self.level.modules:
             self._modules = ModuleHooks(self._recorder, model)
             if self.enabled:
                 self._modules.install()

@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from msprobe.core.naming import FORWARD, module_name
+from msprobe.core.naming import safe_module_parts
+from msprobe.pytorch.hooks.api import outside_dynamo
 from msprobe.pytorch.hooks.recorder import Pending, Recorder
 
 
@@ -36,6 +37,8 @@ class _Hook:
         self._fn = fn
 
     def __call__(self, *args: Any) -> Any:
+        if torch.compiler.is_compiling():  # Dynamo is tracing the model: run the hook eagerly, unseen
+            return outside_dynamo(self._fn, *args)
         return self._fn(*args)
 
     def __reduce__(self) -> tuple:
@@ -63,9 +66,10 @@ class ModuleHooks:
         if self._handles:
             return
         for path, module in self._named_modules():
-            key = f"Module.{path}.{type(module).__name__}"
+            # a module registered as ".." or "a/b" is named repaired rather than raising in the forward
+            safe_path, cls = safe_module_parts(path, type(module).__name__)
             self._handles.append(
-                module.register_forward_pre_hook(_Hook(self._pre_hook(path, key)), with_kwargs=True)
+                module.register_forward_pre_hook(_Hook(self._pre_hook(safe_path, cls)), with_kwargs=True)
             )
             self._handles.append(
                 module.register_forward_hook(_Hook(self._post_hook()), with_kwargs=True)
@@ -77,15 +81,13 @@ class ModuleHooks:
         self._handles.clear()
         self._pending.clear()
 
-    def _pre_hook(self, path: str, key: str) -> Any:
+    def _pre_hook(self, path: str, cls: str) -> Any:
         recorder = self._recorder
 
         def pre_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
-            if not recorder.active or recorder.paused:
+            if not recorder.sees_calls:
                 return None
-            count = recorder.counter.next(key)
-            name = module_name("Module", path, type(module).__name__, FORWARD, count)
-            pending = recorder.begin(name, args, kwargs, is_module=True, mutates=False)
+            pending = recorder.begin_module(path, cls, args, kwargs)
             self._pending.setdefault(id(module), []).append(pending)
             return None
 
@@ -98,7 +100,7 @@ class ModuleHooks:
             stack = self._pending.get(id(module))
             if not stack or recorder.paused:
                 return None
-            recorder.end(stack.pop(), output)
+            recorder.finish(stack.pop(), output)
             return None
 
         return post_hook
