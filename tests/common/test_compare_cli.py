@@ -112,7 +112,8 @@ def test_tensor_compare_as_a_user_runs_it(tmp_path):
 
     linear_out = npu_dir / "Functional.linear.0.forward.output.0.pt"
     torch.save(torch.load(linear_out, weights_only=True) * 1.05, linear_out)
-    assert excess_by_numpy(npu_dir, bench_dir, "Functional.linear.0.forward", records["Functional.linear.0.forward"]) > 1
+    linear = "Functional.linear.0.forward"
+    assert excess_by_numpy(npu_dir, bench_dir, linear, records[linear]) > 1
     done = run_msprobe("-i", str(config), "-o", str(tmp_path / "out2"), cwd=elsewhere)
     assert done.returncode == 0, done.stderr
     console = [line for line in done.stderr.splitlines() if "first divergence:" in line]

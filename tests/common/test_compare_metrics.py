@@ -31,6 +31,8 @@ def reference(n: np.ndarray, b: np.ndarray) -> dict:
         "max_relative_err": float(rel.max()),
         "one_thousandth_ratio": float(np.mean(rel < 0.001)),
         "five_thousandths_ratio": float(np.mean(rel < 0.005)),
+        "diff_norm": float(np.linalg.norm(n - b)),
+        "scale_norm": float(max(np.linalg.norm(n), np.linalg.norm(b))),
     }
 
 
@@ -118,3 +120,11 @@ def test_stat_diff():
     assert stat_diff(1.0, 0.0) == (1.0, math.inf)
     assert stat_diff(math.inf, math.inf) == (0.0, 0.0)
     assert stat_diff(None, 1.0) == (None, None)
+
+
+def test_norms_for_the_rounding_rule_neither_overflow_nor_count_nonfinite_elements():
+    b = np.array([3e200, 4e200, np.inf, 1.0])
+    n = np.array([3e200, 4.4e200, np.inf, 1.0])
+    got = compare_tensors(n, b)
+    assert got.diff_norm == pytest.approx(0.4e200, rel=1e-12)  # squaring 4e200 would overflow to inf
+    assert got.scale_norm == pytest.approx(math.hypot(3, 4.4) * 1e200, rel=1e-12)

@@ -190,3 +190,35 @@ def test_a_small_file_cannot_claim_a_huge_tensor(tmp_path):
         load_pt(path, TensorSpec((3,), "torch.float32"))
     torch.save(torch.ones(3, dtype=torch.bfloat16), path)
     assert load_pt(path, TensorSpec((3,), "torch.bfloat16")).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_rows_that_cannot_be_compared_are_counted_and_set_the_exit_code(tmp_path, msprobe_log):
+    """A missing tensor file and a 2 KB stride-0 file claiming a conv output's shape: the comparison finishes,
+    names both files on their rows, says how many rows it could not compare, and exits with 1."""
+    import json
+    import shutil
+
+    from msprobe.core import cli
+
+    bench = dump_step(tmp_path / "fp32", False)
+    shutil.copytree(tmp_path / "fp32", tmp_path / "npu")
+    npu = tmp_path / "npu" / bench.relative_to(tmp_path / "fp32")
+    config = tmp_path / "compare.json"
+    config.write_text(json.dumps({"npu_path": str(npu), "bench_path": str(bench)}))
+    assert cli.main(["-f", "pytorch", "compare", "-i", str(config), "-o", str(tmp_path / "same")]) == 0
+    tensors = npu.parent / "dump_tensor_data"
+    (tensors / "Torch.relu.0.forward.output.0.pt").unlink()
+    conv_out = tensors / "Functional.conv2d.0.forward.output.0.pt"
+    shape = torch.load(conv_out, weights_only=True).shape
+    conv_out.unlink()  # the dumper may hard-link a repeated tensor: write a new file, not through the link
+    torch.save(torch.zeros(1).expand(shape), conv_out)
+    assert conv_out.stat().st_size < 2048
+    assert cli.main(["-f", "pytorch", "compare", "-i", str(config), "-o", str(tmp_path / "out")]) == 1
+    result = compare({"npu_path": str(npu), "bench_path": str(bench)}, tmp_path / "api", workers=1)
+    broken = {r.npu.name: " ".join(r.messages) for r in result.results if r.not_compared}
+    assert "not found" in broken["Torch.relu.0.forward.output.0"]
+    assert f"needs {shape.numel()} elements but the file stores 1" in broken["Functional.conv2d.0.forward.output.0"]
+    assert result.not_compared == len(broken) >= 2
+    assert f"{len(broken)} rows could not be compared" in msprobe_log.text()
+    [page] = (tmp_path / "api").glob("*.html")
+    assert f"{len(broken)} rows could not be compared:" in page.read_text()

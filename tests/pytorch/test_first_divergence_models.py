@@ -78,11 +78,13 @@ RUNS = {"fp32": (False, False), "bf16": (True, False), "bf16_fault": (True, True
 MODES = {"statistics": "mix", "tensor": "L1"}
 
 
+CASES = [(task, run) for task in MODES for run in RUNS if (task, run) != ("tensor", "fp32_fault")]  # saves 3 s
+
+
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory) -> dict[tuple[str, str], Path]:
     root = tmp_path_factory.mktemp("first_divergence")
-    return {(task, run): dump(root / task / run, task, level, *RUNS[run])
-            for task, level in MODES.items() for run in RUNS}
+    return {(task, run): dump(root / task / run, task, MODES[task], *RUNS[run]) for task, run in CASES}
 
 
 def compared(dumps, task: str, run: str, out: Path):
@@ -112,8 +114,8 @@ def faulted_layer_entries(dumps) -> set[str]:
     return {module, api}
 
 
-@pytest.mark.parametrize("task", MODES)
-@pytest.mark.parametrize("run", ["bf16_fault", "fp32_fault"])
+@pytest.mark.parametrize("task, run", [("statistics", "bf16_fault"), ("tensor", "bf16_fault"),
+                                       ("statistics", "fp32_fault")])
 def test_a_five_percent_weight_fault_is_named_at_its_layer(dumps, results, task, run):
     found = results(task, run).first_divergence
     assert found is not None and found.entry in faulted_layer_entries(dumps)

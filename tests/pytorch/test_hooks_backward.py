@@ -231,3 +231,31 @@ def test_unused_branch_is_reported_at_the_end_of_the_pass_and_each_pass_reports_
     assert sink.backward_names.count("Tensor.exp.0.backward") == 2
     grad_in, grad_out = sink.grads["Torch.stack.0.backward"]
     assert torch.equal(grad_out[0], torch.ones(4)) and torch.equal(grad_out[1], torch.zeros(4))
+
+
+def test_a_users_function_mode_sees_only_the_users_calls():
+    """msprobe's own torch calls (statistics, backward capture) are hidden from a user's mode that is
+    on the stack below ours."""
+    from torch.overrides import TorchFunctionMode
+
+    class Seen(TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[str] = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.calls.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    def run(with_msprobe: bool) -> list[str]:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True), nn.Linear(4, 2))
+        x = torch.randn(3, 4)
+        with Seen() as seen:
+            interceptor = _enabled(RecordingSink(), "mix", model) if with_msprobe else None
+            model(x).pow(2).sum().backward()
+            if interceptor:
+                interceptor.disable()
+        return seen.calls
+
+    assert run(True) == run(False)

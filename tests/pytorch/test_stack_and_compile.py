@@ -134,11 +134,7 @@ def _entries(dump_path: Path, step: int) -> dict:
 
 
 @pytest.mark.parametrize("level, backend", [
-    ("L1", "eager"),
-    ("L1", "aot_eager"),
-    pytest.param("mix", "eager", marks=pytest.mark.xfail(
-        strict=True, reason="module hooks (hooks/module.py) are still traced by Dynamo; they need the same "
-                            "torch.compiler.is_compiling() → outside_dynamo guard as ApiMode")),
+    ("L1", "eager"), ("L1", "aot_eager"), ("mix", "eager"), ("mix", "aot_eager"), ("L0", "eager"), ("L0", "aot_eager"),
 ])
 def test_compiled_training_with_the_debugger_is_recorded_as_eager_without_recompiles(
         tmp_path, dynamo_log, level, backend):
@@ -154,15 +150,21 @@ def test_compiled_training_with_the_debugger_is_recorded_as_eager_without_recomp
         compiled, eager = _entries(tmp_path / "compiled", step), _entries(tmp_path / "eager", step)
         assert list(compiled) == list(eager)
         assert compiled == eager
-    assert {"Functional.linear.0.forward", "Tensor.__add__.0.forward", "Torch.relu.0.forward",
-            "Tensor.__mul__.0.forward", "Functional.linear.1.forward"} <= set(compiled)
+    if level in ("L1", "mix"):
+        assert {"Functional.linear.0.forward", "Tensor.__add__.0.forward", "Torch.relu.0.forward",
+                "Tensor.__mul__.0.forward", "Functional.linear.1.forward"} <= set(compiled)
+    if level in ("L0", "mix"):
+        assert {"Module.a.Linear.forward.0", "Module.b.Linear.backward.0"} <= set(compiled)
 
 
-def test_steps_without_the_debugger_run_the_compiled_graph(tmp_path, dynamo_log):
+@pytest.mark.parametrize("level", ["L1", "L0"])
+def test_steps_without_the_debugger_run_the_compiled_graph(tmp_path, dynamo_log, level):
     """Collecting every other step: the compiled graph serves the others, and switching does not pile up
-    recompilations."""
-    _train(tmp_path, backend="eager", steps=[1, 3, 5, 7, 9])
+    recompilations. Module hooks added after the first compilation are seen only when Dynamo guards on
+    them (it does not by default: docs/pytorch/dump.md)."""
+    with torch._dynamo.config.patch(skip_nnmodule_hook_guards=level == "L1"):
+        _train(tmp_path, backend="eager", level=level, steps=[1, 3, 5, 7, 9])
     assert [m for m in dynamo_log.messages if "recompile" in m] == []
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
-    assert "Tensor.__add__.0.forward" in _entries(tmp_path, 9)
+    assert ("Tensor.__add__.0.forward" if level == "L1" else "Module.b.Linear.forward.0") in _entries(tmp_path, 9)
     assert not (tmp_path / "step0").exists()

@@ -142,6 +142,16 @@ def test_float32_norm_of_millions_of_elements_is_exact(path):
     assert_exact(path(tensor), tensor, 1e-6)
 
 
+@pytest.mark.parametrize("path", [_host, _device], ids=["host", "device"])
+@pytest.mark.parametrize("shape", [(40, 1000), (16, 64, 128), (50_000, 3), (3, 20_000), (7, 1, 4099), (1, 65_536)])
+def test_norm_is_exact_for_every_row_layout(shape, path):
+    """The norm's float32 partial sums run over the trailing dimensions when they hold 256 to 16,384
+    elements, else over rows of 1,024 and a tail: each layout (and a transposed, non-contiguous view)."""
+    tensor = _values(math.prod(shape), torch.float32).abs().reshape(shape)
+    assert_exact(path(tensor), tensor, 1e-6)
+    assert_exact(path(tensor.mT), tensor.mT, 1e-6)
+
+
 @pytest.mark.parametrize("mode_type", [DistortFunctions, DistortKernels])
 def test_the_users_mode_sees_nothing_and_stays_on(mode_type):
     tensor = _values(LARGE, torch.float32)

@@ -1,32 +1,239 @@
-"""The dump collector: one framework-free consumer of calls for the tasks ``statistics`` and ``tensor``.
+"""The parts every dump-shaped collector is built from, and the dump collector itself.
 
-Data flows one way: an interceptor hands a :class:`~msprobe.core.events.Call` to this
-:class:`~msprobe.core.events.CallSink`; the :class:`~msprobe.core.select.Selector` decides; tensors
-become :class:`~msprobe.core.records.TensorRecord` s whose statistics are launched on the device at once
-(inputs before the call runs, so in-place APIs are recorded as they were) but fetched to the host only
-in batches; the :class:`~msprobe.core.writers.StepWriter` streams finished entries to disk.
+Data flows one way: an interceptor hands a :class:`~msprobe.core.events.Call` to a collector (a
+:class:`~msprobe.core.events.CallSink`); the :class:`~msprobe.core.select.Selector` decides; the
+collector's keep-policy decides what of it is kept; kept entries are encoded with their statistics
+launched on the device and fetched in batches, and streamed to disk by a
+:class:`~msprobe.core.writers.StepWriter`.
+
+Dump and overflow check keep different calls but write the same files the same way, so what they share
+is built here as four parts with one job each, used through their public methods only:
+
+- :class:`~msprobe.core.encode.EntryEncoder` — entry encoding with batched statistics;
+- :class:`ModuleSpans` — which module each entry runs in (construct.json) and the selector's spans;
+- :class:`TensorFiles` — the tensor files of kept entries;
+- :class:`StepOutput` — the writer's life: one per step, closed at its end, aborted after a write error.
+
+:class:`Parts` wires them together once. A keep-policy is then a small collector over them:
+:class:`DumpCollector` (here) keeps every selected entry, ``msprobe.core.overflow.OverflowCollector``
+keeps the entries whose outputs are not finite.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
-from msprobe.core.encode import encode_value, to_json_ready
+from msprobe.core.encode import EntryEncoder
 from msprobe.core.events import Call, TensorAdapter
 from msprobe.core.naming import backward_name, tensor_file_name
-from msprobe.core.records import TensorRecord
 from msprobe.core.select import Selector
 from msprobe.core.stack import user_stack
 from msprobe.core.writers import StepWriter
 
-# Entries held before their statistics are fetched in one transfer and streamed to the writer.
-FETCH_BATCH = 512
 _LEVELS_WITH_MODULES = ("L0", "mix")
-TENSOR_TASKS = ("tensor", "overflow_check")  # tasks whose entries come with their tensor files
+T = TypeVar("T")
+
+
+class CallState(Generic[T]):
+    """One collector's own state for one call, from its forward's start to its end.
+
+    Kept on the call (``Call.extra``) under this object as key, so it lives exactly as long as the call:
+    a forward that raises takes its state with it (a table keyed by ``id(call)`` would keep it and could
+    hand it to a later call at the same address), and two collectors never see each other's state.
+    """
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __repr__(self) -> str:
+        return f"CallState({self.what!r})"
+
+    def put(self, call: Call, value: T) -> None:
+        call.extra[self] = value
+
+    def take(self, call: Call) -> T | None:
+        """The state ``put`` for this call (removed), or None when there is none."""
+        return call.extra.pop(self, None)
+
+
+class ModuleSpans:
+    """Which module (cell) each entry runs inside, for construct.json, and the selector's spans.
+
+    Every forward passes through :meth:`enter` and :meth:`leave` whether or not it is kept: a module's
+    forward opens the span its inner calls run in, and the selector's scope ranges and ``list`` spans
+    open and close on the same events, so both are driven from here, in execution order.
+    """
+
+    def __init__(self, selector: Selector) -> None:
+        self.selector = selector
+        self._open: list[str] = []  # forward module names currently running, innermost last
+        self._parents: dict[str, str | None] = {}
+
+    def enter(self, call: Call) -> bool:
+        """A forward starts; True when the selector selects it."""
+        selected = self.selector.begin(call.name)
+        parent = self._open[-1] if self._open else None
+        if call.is_module:
+            self._open.append(call.name)
+        if selected:
+            self._parents[call.name] = parent
+        return selected
+
+    def leave(self, call: Call) -> None:
+        """A forward returned: a module's span closes."""
+        if call.is_module:
+            if self._open and self._open[-1] == call.name:
+                self._open.pop()
+            self.selector.end(call.name)
+
+    def parent(self, name: str) -> str | None:
+        """The module a selected forward ran in (None at the top)."""
+        return self._parents.get(name)
+
+    def backward_parent(self, forward: str) -> str | None:
+        """The parent of ``forward``'s backward entry: the backward of its module."""
+        parent = self._parents.get(forward)
+        return backward_name(parent) if parent else None
+
+    def clear(self) -> None:
+        self._open.clear()
+        self._parents.clear()
+
+
+class StepOutput:
+    """The writer's life: a :class:`StepWriter` per step, closed at the step's end, or aborted.
+
+    Between :meth:`open` and :meth:`close` (or :meth:`abort`) the step's files are being written;
+    :meth:`abort` after a write error removes their temporary files and leaves files of earlier steps
+    as they were (the writer is let go first, so a second error while aborting changes nothing).
+    """
+
+    def __init__(self, dump_path: str, *, task: str, level: str, framework: str, with_tensors: bool) -> None:
+        self.dump_path = dump_path
+        self.task, self.level, self.framework = task, level, framework
+        self.with_tensors = with_tensors
+        self.with_construct = level in _LEVELS_WITH_MODULES
+        self._writer: StepWriter | None = None
+
+    @property
+    def active(self) -> bool:
+        return self._writer is not None
+
+    @property
+    def directory(self) -> Path:
+        """``step{N}/rank{R}`` of the open step."""
+        return self._open_writer().directory
+
+    @property
+    def tensor_dir(self) -> Path:
+        return self._open_writer().tensor_dir
+
+    def open(self, step: int, rank: int | None) -> None:
+        self._writer = StepWriter(
+            self.dump_path, step, rank, task=self.task, level=self.level,
+            framework=self.framework, with_tensors=self.with_tensors,
+        )
+
+    def add_entries(self, entries: list[tuple[str, dict]]) -> None:
+        writer = self._open_writer()
+        for name, entry in entries:
+            writer.add(name, entry)
+
+    def add_stack(self, name: str) -> None:
+        """The user's stack of the call being handled now."""
+        self._open_writer().add_stack(name, user_stack(3))  # 3: past this frame and the policy's
+
+    def add_construct(self, name: str, parent: str | None) -> None:
+        if self.with_construct:
+            self._open_writer().add_construct(name, parent)
+
+    def close(self) -> None:
+        """Finish the step's files. A write error leaves the writer here for :meth:`abort`."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def abort(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.abort()
+
+    def _open_writer(self) -> StepWriter:
+        if self._writer is None:
+            raise RuntimeError("no step is open: begin_step first")
+        return self._writer
+
+
+class TensorFiles:
+    """The tensor files of kept entries, in the open step's ``dump_tensor_data``, named after the entry
+    (:func:`~msprobe.core.naming.tensor_file_name`); dump.json names each in ``data_name``."""
+
+    def __init__(self, adapter: TensorAdapter, output: StepOutput) -> None:
+        self.adapter = adapter
+        self.output = output
+
+    def save(self, tensor: Any, entry: str, part: str, path: tuple) -> str:
+        file_name = tensor_file_name(entry, part, path, self.adapter.tensor_suffix)
+        self.adapter.save(tensor, self.output.tensor_dir / file_name)
+        return file_name
+
+
+class Parts:
+    """The four parts wired together, with the step lifecycle a collector delegates to them."""
+
+    def __init__(
+        self,
+        *,
+        task: str,
+        level: str,
+        framework: str,
+        dump_path: str,
+        selector: Selector,
+        adapter: TensorAdapter,
+        with_tensors: bool,
+        with_md5: bool = False,
+    ) -> None:
+        self.output = StepOutput(dump_path, task=task, level=level, framework=framework, with_tensors=with_tensors)
+        save = TensorFiles(adapter, self.output).save if with_tensors else None
+        self.entries = EntryEncoder(adapter, with_md5=with_md5, save=save)
+        self.spans = ModuleSpans(selector)
+
+    def begin_step(self, step: int, rank: int | None) -> None:
+        self.end_step()
+        self.spans.selector.reset()
+        self.spans.clear()
+        self.output.open(step, rank)
+
+    def end_step(self) -> None:
+        """Fetch what is pending and finish this step's files."""
+        if self.output.active:
+            self.flush()
+            self.output.close()
+
+    def abort(self) -> None:
+        """Give up the current step after a write error: pending entries are dropped and the writer
+        removes its temporary files (files of earlier steps are untouched)."""
+        self.entries.drop()
+        self.spans.clear()
+        self.output.abort()
+
+    def keep(self, name: str, entry: dict, parent: str | None) -> None:
+        """A finished entry: written once its batch's statistics are fetched."""
+        self.output.add_construct(name, parent)
+        if self.entries.hold(name, entry):
+            self.flush()
+
+    def flush(self) -> None:
+        """One host transfer for every pending statistic, then the entries go to the writer."""
+        self.output.add_entries(self.entries.release())
 
 
 class DumpCollector:
-    """Collects the selected entries of one step at a time and writes them (SPEC 4.3–4.5)."""
+    """Tasks ``statistics`` and ``tensor``: keeps every selected entry (SPEC 4.3–4.5); ``tensor`` adds
+    the tensor files."""
 
     def __init__(
         self,
@@ -39,141 +246,63 @@ class DumpCollector:
         adapter: TensorAdapter,
         summary_mode: str = "statistics",
     ) -> None:
-        self.task, self.level, self.framework = task, level, framework
-        self.dump_path = dump_path
         self.selector = selector
-        self.adapter = adapter
-        self.save_tensors = task in TENSOR_TASKS
-        self.with_md5 = summary_mode == "md5"
-        self._writer: StepWriter | None = None
-        self._modules: list[str] = []  # forward module names currently running, innermost last
-        self._parents: dict[str, str | None] = {}
-        self._ready: list[tuple[str, dict]] = []  # (name, encoded entry) awaiting their statistics
-        self._handles: list[tuple[TensorRecord, Any]] = []
+        self.parts = Parts(
+            task=task, level=level, framework=framework, dump_path=dump_path, selector=selector,
+            adapter=adapter, with_tensors=task == "tensor", with_md5=summary_mode == "md5",
+        )
+        self._entry: CallState[dict] = CallState("dump entry")
 
     # ------------------------------------------------------------------ step lifecycle
     @property
     def active(self) -> bool:
-        return self._writer is not None
-
-    def begin_step(self, step: int, rank: int | None) -> None:
-        self.end_step()
-        self.selector.reset()
-        self._modules.clear()
-        self._parents.clear()
-        self._writer = StepWriter(
-            self.dump_path, step, rank, task=self.task, level=self.level,
-            framework=self.framework, with_tensors=self.save_tensors,
-        )
-
-    def end_step(self) -> None:
-        """Fetch what is pending and finish this step's files."""
-        if self._writer is None:
-            return
-        self._drain()
-        self._writer.close()
-        self._writer = None
-
-    def abort(self) -> None:
-        """Give up the current step after a write error: pending entries are dropped and the writer
-        removes its temporary files (files of earlier steps are untouched)."""
-        writer, self._writer = self._writer, None
-        self._ready.clear()
-        self._handles.clear()
-        self._modules.clear()
-        if writer is not None:
-            writer.abort()
+        return self.parts.output.active
 
     @property
     def exhausted(self) -> bool:
-        """True when this collector wants nothing more in this run (the session then finishes)."""
+        """A dump wants every selected step: never exhausted."""
         return False
+
+    def begin_step(self, step: int, rank: int | None) -> None:
+        self.parts.begin_step(step, rank)
+
+    def end_step(self) -> None:
+        self.parts.end_step()
+
+    def abort(self) -> None:
+        self.parts.abort()
 
     # ------------------------------------------------------------------ CallSink
     def forward_start(self, call: Call) -> bool:
-        if not self._enter(call):
+        parts, selector = self.parts, self.selector
+        if not parts.spans.enter(call):
             return False
         entry: dict = {}
-        if self.selector.wants(call.name):
-            if self.selector.wants(call.name, "input"):
-                entry["input_args"] = self._encode(call.args, call.name, "input")
-                entry["input_kwargs"] = self._encode(call.kwargs, call.name, "kwargs")
-            self._writer.add_stack(call.name, user_stack(2))
-        call.extra["msprobe.entry"] = entry
-        return self.selector.wants(backward_name(call.name))
+        if selector.wants(call.name):
+            if selector.wants(call.name, "input"):
+                entry["input_args"] = parts.entries.encode(call.args, call.name, "input")
+                entry["input_kwargs"] = parts.entries.encode(call.kwargs, call.name, "kwargs")
+            parts.output.add_stack(call.name)
+        self._entry.put(call, entry)
+        return selector.wants(backward_name(call.name))
 
     def forward_end(self, call: Call, output: Any) -> None:
-        self._leave(call)
-        entry = call.extra.pop("msprobe.entry", None)
+        parts = self.parts
+        parts.spans.leave(call)
+        entry = self._entry.take(call)
         if entry is None or not self.selector.wants(call.name):
             return
         if self.selector.wants(call.name, "output"):
-            entry["output"] = self._encode(output, call.name, "output", as_list=True)
-        self._complete(call.name, entry, self._parents.get(call.name))
+            entry["output"] = parts.entries.encode(output, call.name, "output", as_list=True)
+        parts.keep(call.name, entry, parts.spans.parent(call.name))
 
     def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
-        name = backward_name(call.name)
-        if self._writer is None or not self.selector.begin(name) or not self.selector.wants(name):
+        name, parts, selector = backward_name(call.name), self.parts, self.selector
+        if not parts.output.active or not selector.begin(name) or not selector.wants(name):
             return
         entry: dict = {}
-        if self.selector.wants(name, "input"):
-            entry["input"] = self._encode(tuple(grad_input), name, "input")
-        if self.selector.wants(name, "output"):
-            entry["output"] = self._encode(tuple(grad_output), name, "output")
-        parent = self._parents.get(call.name)
-        self._complete(name, entry, backward_name(parent) if parent else None)
-
-    # ------------------------------------------------------------------ internals
-    def _enter(self, call: Call) -> bool:
-        """A forward starts: track the module nesting (construct.json parents); True when selected."""
-        selected = self.selector.begin(call.name)
-        parent = self._modules[-1] if self._modules else None
-        if call.is_module:
-            self._modules.append(call.name)
-        if selected:
-            self._parents[call.name] = parent
-        return selected
-
-    def _leave(self, call: Call) -> None:
-        """A forward ended: a module's span closes."""
-        if call.is_module:
-            if self._modules and self._modules[-1] == call.name:
-                self._modules.pop()
-            self.selector.end(call.name)
-
-    def _encode(self, value: Any, entry: str, part: str, *, as_list: bool = False) -> Any:
-        if as_list and not isinstance(value, (list, tuple)):
-            value = (value,)
-
-        def leaf(item: Any, path: tuple) -> Any:
-            if not self.adapter.is_tensor(item):
-                return self.adapter.encode_other(item)
-            record = self.adapter.describe(item)
-            self._handles.append((record, self.adapter.stats(item)))
-            if self.with_md5:
-                record.md5 = self.adapter.checksum(item)
-            if self.save_tensors:
-                file_name = tensor_file_name(entry, part, path, self.adapter.tensor_suffix)
-                self.adapter.save(item, self._writer.tensor_dir / file_name)
-                record.data_name = file_name
-            return record
-
-        return encode_value(value, leaf)
-
-    def _complete(self, name: str, entry: dict, parent: str | None) -> None:
-        self._ready.append((name, entry))
-        if self.level in _LEVELS_WITH_MODULES:
-            self._writer.add_construct(name, parent)
-        if len(self._ready) >= FETCH_BATCH:
-            self._drain()
-
-    def _drain(self) -> None:
-        """One host transfer for every pending statistic, then hand the entries to the writer."""
-        if self._handles:
-            records, handles = zip(*self._handles)
-            for record, stats in zip(records, self.adapter.fetch(list(handles))):
-                record.stats = stats
-            self._handles.clear()
-        for name, entry in self._ready:
-            self._writer.add(name, to_json_ready(entry))
-        self._ready.clear()
+        if selector.wants(name, "input"):
+            entry["input"] = parts.entries.encode(tuple(grad_input), name, "input")
+        if selector.wants(name, "output"):
+            entry["output"] = parts.entries.encode(tuple(grad_output), name, "output")
+        parts.keep(name, entry, parts.spans.backward_parent(call.name))

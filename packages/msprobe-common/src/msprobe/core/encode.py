@@ -17,6 +17,9 @@ list / tuple            list, element by element
 dict                    object, key by key
 anything else           ``null``, logged once per type
 ======================  ==============================================================
+
+:class:`EntryEncoder` applies this to the arguments and outputs of a call and owns their statistics
+until they reach the host: a whole batch of entries waits for one transfer.
 """
 
 from __future__ import annotations
@@ -26,10 +29,15 @@ from typing import Any
 
 import numpy as np
 
+from msprobe.core.events import TensorAdapter
 from msprobe.core.log import logger
 from msprobe.core.records import NOT_HANDLED, TensorRecord
 
 Leaf = Callable[[Any, tuple], Any]
+# Writes one tensor of an entry to its file: (tensor, entry name, part, index path) → the file's name.
+SaveTensor = Callable[[Any, str, str, tuple], str]
+# Entries held before their statistics are fetched in one transfer and handed on.
+FETCH_BATCH = 512
 
 _SCALAR_TYPES = (bool, int, float, str)  # bool before int: a bool is also an int
 _reported_types: set[str] = set()
@@ -70,6 +78,72 @@ def to_json_ready(encoded: Any) -> Any:
     if isinstance(encoded, dict):
         return {key: to_json_ready(item) for key, item in encoded.items()}
     return encoded
+
+
+class EntryEncoder:
+    """Encodes the values of kept entries; their statistics are launched at once, fetched in batches.
+
+    Why batches: a tensor's statistics are reduced on its device the moment it is encoded (inputs before
+    the call runs, so an in-place API is recorded as it was), but bringing them to the host waits for
+    the device. Paying that wait once per :data:`FETCH_BATCH` entries instead of once per tensor is
+    most of what keeps a dump cheap, so finished entries wait here (:meth:`hold`) until
+    :meth:`release` fetches every pending statistic in one transfer.
+
+    ``save`` (the tensor files part) is asked for each tensor when the entries come with their files;
+    ``with_md5`` adds each tensor's checksum (summary_mode md5).
+    """
+
+    def __init__(
+        self, adapter: TensorAdapter, *, with_md5: bool = False, save: SaveTensor | None = None,
+        batch: int = FETCH_BATCH,
+    ) -> None:
+        self.adapter = adapter
+        self.with_md5 = with_md5
+        self.save = save
+        self.batch = batch
+        self._held: list[tuple[str, dict]] = []  # (name, encoded entry) awaiting their statistics
+        self._handles: list[tuple[TensorRecord, Any]] = []
+
+    def encode(self, value: Any, entry: str, part: str, *, as_list: bool = False) -> Any:
+        """``value`` (an argument list, kwargs or an output) with each tensor as a :class:`TensorRecord`
+        whose statistics are on their way; ``as_list`` wraps a single output as 1.1.1 does."""
+        if as_list and not isinstance(value, (list, tuple)):
+            value = (value,)
+        adapter, handles, save = self.adapter, self._handles, self.save
+
+        def leaf(item: Any, path: tuple) -> Any:
+            if not adapter.is_tensor(item):
+                return adapter.encode_other(item)
+            record = adapter.describe(item)
+            handles.append((record, adapter.stats(item)))
+            if self.with_md5:
+                record.md5 = adapter.checksum(item)
+            if save is not None:
+                record.data_name = save(item, entry, part, path)
+            return record
+
+        return encode_value(value, leaf)
+
+    def hold(self, name: str, entry: dict) -> bool:
+        """Keep a finished entry until its statistics arrive; True when a batch is full."""
+        self._held.append((name, entry))
+        return len(self._held) >= self.batch
+
+    def release(self) -> list[tuple[str, dict]]:
+        """One host transfer for every pending statistic; the held entries, JSON-ready, in order."""
+        if self._handles:
+            records, handles = zip(*self._handles)
+            for record, stats in zip(records, self.adapter.fetch(list(handles))):
+                record.stats = stats
+            self._handles.clear()
+        released = [(name, to_json_ready(entry)) for name, entry in self._held]
+        self._held.clear()
+        return released
+
+    def drop(self) -> None:
+        """Forget every held entry and pending statistic (the step was given up)."""
+        self._held.clear()
+        self._handles.clear()
 
 
 def _slice_bound(bound: Any) -> int | None:

@@ -17,13 +17,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from msprobe.core.collector import DumpCollector
+from msprobe.core.collector import CallState, Parts
 from msprobe.core.events import Call, TensorAdapter
 from msprobe.core.log import logger
 from msprobe.core.naming import backward_name
 from msprobe.core.records import TensorStats
 from msprobe.core.select import Selector
-from msprobe.core.stack import user_stack
 from msprobe.core.tree import map_tensors, tensors_in
 from msprobe.core.writers import write_json_atomic
 
@@ -72,8 +71,14 @@ class OverflowLog:
             )
 
 
-class OverflowCollector(DumpCollector):
-    """A :class:`DumpCollector` that keeps only the entries whose outputs overflow."""
+class OverflowCollector:
+    """Task ``overflow_check``: keeps an entry only when an output is not finite, with its tensor files,
+    its stack and its classification; stops collecting after ``overflow_nums`` hits.
+
+    A keep-policy over the collector :class:`~msprobe.core.collector.Parts`: whether a call is kept is
+    known only after its outputs are checked, so nothing is encoded before then. Inputs are kept
+    unencoded until the call returns (snapshots for in-place APIs, so they are recorded as they were).
+    """
 
     def __init__(
         self,
@@ -85,62 +90,75 @@ class OverflowCollector(DumpCollector):
         adapter: TensorAdapter,
         overflow_nums: int,
     ) -> None:
-        super().__init__(
+        self.selector = selector
+        self.adapter = adapter
+        self.parts = Parts(
             task="overflow_check", level=level, framework=framework, dump_path=dump_path,
-            selector=selector, adapter=adapter,
+            selector=selector, adapter=adapter, with_tensors=True,
         )
         self.log = OverflowLog(overflow_nums)
         self._step_kinds: dict[str, str] = {}
+        self._inputs: CallState[tuple[tuple, dict]] = CallState("overflow inputs")
+
+    # ------------------------------------------------------------------ step lifecycle
+    @property
+    def active(self) -> bool:
+        return self.parts.output.active
 
     @property
     def exhausted(self) -> bool:
         return self.log.exhausted
 
     def begin_step(self, step: int, rank: int | None) -> None:
-        super().begin_step(step, rank)
+        self.parts.begin_step(step, rank)
         self._step_kinds = {}
 
     def end_step(self) -> None:
-        if self._writer is not None and self._step_kinds:
-            write_json_atomic(self._writer.directory / OVERFLOW_FILE, self._step_kinds)
-        super().end_step()
+        if self.parts.output.active and self._step_kinds:
+            write_json_atomic(self.parts.output.directory / OVERFLOW_FILE, self._step_kinds)
+        self.parts.end_step()
+
+    def abort(self) -> None:
+        self.parts.abort()
 
     # ------------------------------------------------------------------ CallSink
     def forward_start(self, call: Call) -> bool:
-        if self.exhausted or not self._enter(call):
+        if self.exhausted or not self.parts.spans.enter(call):
             return False
-        call.extra["msprobe.overflow"] = (
+        self._inputs.put(call, (
             map_tensors((call.args, call.kwargs), self.adapter.is_tensor, self.adapter.snapshot)
             if call.mutates_inputs else (call.args, call.kwargs)
-        )
+        ))
         return True
 
     def forward_end(self, call: Call, output: Any) -> None:
-        self._leave(call)
-        inputs = call.extra.pop("msprobe.overflow", None)
+        spans, encode = self.parts.spans, self.parts.entries.encode
+        spans.leave(call)
+        inputs = self._inputs.take(call)
         if inputs is None or self.exhausted or not self._overflows(output):
             return
         args, kwargs = inputs
         entry = {
-            "input_args": self._encode(args, call.name, "input"),
-            "input_kwargs": self._encode(kwargs, call.name, "kwargs"),
-            "output": self._encode(output, call.name, "output", as_list=True),
+            "input_args": encode(args, call.name, "input"),
+            "input_kwargs": encode(kwargs, call.name, "kwargs"),
+            "output": encode(output, call.name, "output", as_list=True),
         }
-        self._hit(call.name, entry, not self._overflows(inputs), self._parents.get(call.name))
+        self._hit(call.name, entry, not self._overflows(inputs), spans.parent(call.name))
 
     def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
         name = backward_name(call.name)
-        if self._writer is None or self.exhausted or not self.selector.begin(name):
+        if not self.parts.output.active or self.exhausted or not self.selector.begin(name):
             return
         if not self._overflows(grad_output):
             return
-        entry = {"input": self._encode(tuple(grad_input), name, "input"),
-                 "output": self._encode(tuple(grad_output), name, "output")}
-        parent = self._parents.get(call.name)
-        self._hit(name, entry, not self._overflows(grad_input), backward_name(parent) if parent else None)
+        encode = self.parts.entries.encode
+        entry = {"input": encode(tuple(grad_input), name, "input"),
+                 "output": encode(tuple(grad_output), name, "output")}
+        self._hit(name, entry, not self._overflows(grad_input), self.parts.spans.backward_parent(call.name))
 
     # ------------------------------------------------------------------ internals
     def _overflows(self, value: Any) -> bool:
+        """Checked at once, one host transfer per call: whether to keep the call decides everything else."""
         tensors = tensors_in(value, self.adapter.is_tensor)
         if not tensors:
             return False
@@ -149,8 +167,8 @@ class OverflowCollector(DumpCollector):
 
     def _hit(self, name: str, entry: dict, inputs_finite: bool, parent: str | None) -> None:
         kind = classify(inputs_finite)
-        self._writer.add_stack(name, user_stack(2))
-        self._complete(name, entry, parent)
+        self.parts.output.add_stack(name)
+        self.parts.keep(name, entry, parent)
         self._step_kinds[name] = kind
         self.log.record(name, kind)
-        self._drain()
+        self.parts.flush()

@@ -114,7 +114,6 @@ class StepWriter:
         with_tensors: bool,
     ) -> None:
         self.directory = claim_step_dir(dump_path, step, rank)
-        self.framework = framework
         self._tensor_dir = self.directory / TENSOR_DIR
         self._tensor_dir_made = False
         data_dir = str(self._tensor_dir) if with_tensors else None

@@ -66,30 +66,42 @@ def _float_stats(t: torch.Tensor) -> torch.Tensor:
     finite = torch.isfinite(t)
     finite_hi = torch.where(finite, t, -torch.inf).amax()
     finite_lo = torch.where(finite, t, torch.inf).amin()
-    parts = (hi, lo, t.mean(), _norm(t.reshape(-1)), finite_hi, finite_lo)
+    parts = (hi, lo, t.mean(), _norm(t.reshape(-1), t.shape), finite_hi, finite_lo)
     return torch.stack(parts).to(torch.float64)  # (the float64 norm already promotes the stack)
 
 
-# Elements per partial norm in :func:`_norm`.
-_ROW = 1024
+# Length of the rows whose norms :func:`_norm` takes in float32 (a float32 reduction of up to 16,384
+# elements stays within 1e-7), and the fixed row length used when no trailing dimensions fit.
+_ROW_MIN, _ROW_MAX, _ROW = 256, 16384, 1024
 
 
-def _norm(flat: torch.Tensor) -> torch.Tensor:
-    """The L2 norm of a 1-D float32/float64 tensor, as a float64 scalar tensor on its device.
+def _norm(flat: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """The L2 norm of ``flat`` (a contiguous 1-D float32/float64 tensor of ``shape``'s elements), as a
+    float64 scalar tensor on its device.
 
     Why not one ``vector_norm``: a float32 reduction accumulates in float32, and its error grows with the
     element count (measured on CPU: 1e-5 relative at 1M elements, 4e-4 at 10M; a BLAS dot 2e-6 and 4e-5).
-    Norms of rows of 1,024 elements stay accurate in float32, and their squares add up in float64: 1e-9 at
-    10M elements, as fast as the single reduction and without a temporary copy of the tensor.
+    Norms of rows stay accurate in float32, and are combined in float64: 1e-9 at 10M elements, as fast as
+    the single reduction, without a temporary copy. The rows are the tensor's trailing dimensions when
+    they hold 256 to 16,384 elements (two operations: this runs for every large tensor, and each torch
+    call costs ~1.5 µs of dispatch); otherwise rows of 1,024 elements and a shorter tail.
     """
     n = flat.numel()
-    rows = n // _ROW
-    if rows == 0:
-        return torch.linalg.vector_norm(flat).to(torch.float64)
-    squares = torch.linalg.vector_norm(flat[: rows * _ROW].view(rows, _ROW), dim=1).to(torch.float64).square().sum()
-    if n % _ROW:
-        squares = squares + torch.linalg.vector_norm(flat[rows * _ROW :]).to(torch.float64).square()
-    return squares.sqrt()
+    length = 1
+    for size in reversed(shape):
+        length *= size
+        if length >= _ROW_MIN:
+            break
+    if _ROW_MIN <= length <= _ROW_MAX and n % length == 0:
+        parts = torch.linalg.vector_norm(flat.view(n // length, length), dim=1)
+    elif n <= _ROW_MAX:
+        parts = flat
+    else:
+        rows = n // _ROW
+        parts = torch.linalg.vector_norm(flat[: rows * _ROW].view(rows, _ROW), dim=1)
+        if n % _ROW:
+            parts = torch.cat((parts, torch.linalg.vector_norm(flat[rows * _ROW :]).reshape(1)))
+    return torch.linalg.vector_norm(parts, dtype=torch.float64)
 
 
 class _Exact:
@@ -275,8 +287,8 @@ def _host_stats(t: torch.Tensor) -> TensorStats:
     if flat.dtype != torch.float32:
         flat = flat.float() if flat.dtype == torch.float16 else flat.double()
     low, high = torch.aminmax(flat)
-    high, low, total = torch.stack((high, low, flat.sum())).tolist()
-    stats = TensorStats(high, low, total / flat.numel(), _norm(flat).item())
+    high, low, total, norm = torch.stack((high, low, flat.sum(), _norm(flat, t.shape))).tolist()
+    stats = TensorStats(high, low, total / flat.numel(), norm)
     return with_finite_extremes(stats, flat.numpy())
 
 

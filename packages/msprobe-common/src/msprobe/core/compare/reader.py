@@ -87,14 +87,18 @@ def read_dump(path: str | os.PathLike, what: str = "dump file") -> DumpFile:
 
 
 def _tensor_dir(json_path: Path, recorded: Any) -> Path:
-    """``dump_data_dir`` when it exists; else ``dump_tensor_data`` next to the dump.json.
+    """``dump_tensor_data`` next to the dump.json when it exists; else ``dump_data_dir`` when that is an
+    existing absolute directory; else ``dump_tensor_data`` next to the dump.json anyway.
 
-    1.1.1 recorded a path relative to the directory it was run from, which rarely exists where the
-    comparison runs; the tensors always sit next to the dump.json, so that is the fallback.
+    The tensors of a dump sit next to its dump.json, also in a copy of the dump; the recorded directory
+    is the original's (or, from 1.1.1, relative to wherever it was run), so it comes second.
     """
+    beside = json_path.parent / TENSOR_DIR
+    if beside.is_dir():
+        return beside
     if isinstance(recorded, str) and recorded and Path(recorded).is_absolute() and Path(recorded).is_dir():
         return Path(recorded)
-    return json_path.parent / TENSOR_DIR
+    return beside
 
 
 def read_stack(path: str | os.PathLike) -> dict[str, list[str]]:

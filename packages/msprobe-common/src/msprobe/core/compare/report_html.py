@@ -86,7 +86,8 @@ def _rule(result: CompareResult) -> str:
 
 def _entry_rows(found: Divergence) -> str:
     return "".join(f"<li>{_e(r.npu.name if r.npu else r.bench.name)}: {_excess_text(r.excess)} "
-                   f"{_e(r.verdict)} {_e(' '.join(r.messages))}</li>" for r in found.failing_rows)
+                   f"1.1.1 verdict {_e(r.verdict or 'none')}. {_e(' '.join(r.messages))}</li>"
+                   for r in found.failing_rows)
 
 
 def _excess_text(excess: float | None) -> str:
@@ -212,6 +213,13 @@ def _table_note(shown: int, total: int, full_reports: list[Path]) -> str:
             f"row's number in the full table). <b>The full table is in {where}</b> next to this file.</div>")
 
 
+def _not_compared(result: CompareResult) -> str:
+    if not result.not_compared:
+        return ""
+    return (f'<div class="box"><b>{result.not_compared} rows could not be compared:</b> their tensor files are '
+            f"missing or unreadable (filter the table by 'Dump file' for the reasons).</div>")
+
+
 def _excess_cell(result: RowResult) -> float | str:
     return "None" if result.excess is None else result.excess
 
@@ -229,7 +237,7 @@ def write_html(path: Path, result: CompareResult, header: list[str], cells_of: C
     page = (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>msprobe compare</title><style>{_CSS}</style>"
         f"</head><body><h1>msprobe compare ({_e(result.mode)} mode)</h1>"
-        f"<p>NPU: {_e(result.npu_path)}<br>Bench: {_e(result.bench_path)}</p>"
+        f"<p>NPU: {_e(result.npu_path)}<br>Bench: {_e(result.bench_path)}</p>{_not_compared(result)}"
         f"<h2>First divergence</h2>{_divergence_section(result)}{_optimizer_section(result)}"
         f"<h2>Worst rows</h2>{worst_table}"
         f"<h2>Along execution order</h2>{_chart(result.results, mark)}"

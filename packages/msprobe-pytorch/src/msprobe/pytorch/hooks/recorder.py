@@ -31,7 +31,9 @@ class Recorder(CallReporter):
     """Reports calls to the sink and watches the backward of those whose backward the sink wants."""
 
     def __init__(self, sink: CallSink) -> None:
-        super().__init__(sink)
+        # Our own torch calls (the sink's, the capture's attribute reads and hooks) are hidden from every
+        # TorchFunctionMode, the user's included: a user's mode must not see, count or alter them.
+        super().__init__(sink, quiet=torch._C.DisableTorchFunction)
         self._order = EmitOrder()
 
     def begin_api(self, prefix: str, api: str, args: tuple, kwargs: dict, *, mutates: bool,
@@ -50,7 +52,7 @@ class Recorder(CallReporter):
         """The call returned ``output``: tell the sink, then watch the backward of what the user gets."""
         output = self.end(pending.started, output)
         if pending.capture is not None:
-            with self.pause():
+            with self.pause(), torch._C.DisableTorchFunction():
                 outputs, _ = flatten(output)
                 pending.capture.arm(outputs)
         return output
@@ -60,11 +62,12 @@ class Recorder(CallReporter):
         pending = Pending(started)
         if not (started.wants_backward and differentiable and torch.is_grad_enabled()):
             return pending
-        flat, _ = flatten((args, kwargs))
-        if needs_grad_input and not any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
-            return pending
-        call = started.call
-        pending.capture = BackwardCapture(
-            lambda grad_input, grad_output: self.backward(call, grad_input, grad_output), self._order, flat
-        )
+        with torch._C.DisableTorchFunction():
+            flat, _ = flatten((args, kwargs))
+            if needs_grad_input and not any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
+                return pending
+            call = started.call
+            pending.capture = BackwardCapture(
+                lambda grad_input, grad_output: self.backward(call, grad_input, grad_output), self._order, flat
+            )
         return pending

@@ -1,0 +1,197 @@
+"""A framework made of numpy: the reference implementation of msprobe.core's contract, for the tests.
+
+:class:`NumpyTensorAdapter` implements :class:`msprobe.core.events.TensorAdapter` for ``numpy.ndarray``
+and :class:`NumpyInterceptor` implements :class:`msprobe.core.events.Interceptor` on top of
+:class:`msprobe.core.calls.CallReporter`, the way the PyTorch and MindSpore interceptors do: an API call
+is counted, named and handed to the sink before it runs and after it returns (only the outermost call is
+seen: what runs inside it is not the user's), a module forward is a span that API calls and other
+modules nest in, and a small tape replays the calls backwards to report each call's backward with the
+gradients flowing into it and those it produced for its tensor inputs.
+
+Nothing here imports a framework, so msprobe-common can be tested on its own.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from msprobe.core.calls import CallReporter, Level
+from msprobe.core.events import Call, CallSink
+from msprobe.core.fileio import write_file
+from msprobe.core.host_stats import array_stats
+from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.tree import tensors_in
+
+# ---------------------------------------------------------------------------------------------- adapter
+
+
+@dataclass(frozen=True)
+class StatsHandle:
+    """Statistics "in flight". Host memory has no device to wait for, so they are computed at once (as
+    both real adapters do for CPU tensors); the handle only lets the tests see how the collector batches
+    its :meth:`NumpyTensorAdapter.fetch` calls."""
+
+    stats: TensorStats
+
+
+class NumpyTensorAdapter:
+    """What the collector needs to know about and do with a ``numpy.ndarray``."""
+
+    type_name = "numpy.ndarray"
+    tensor_suffix = ".npy"
+
+    def __init__(self) -> None:
+        self.fetch_sizes: list[int] = []  # the length of every fetch, in order
+
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, np.ndarray)  # numpy scalars are values: msprobe.core.encode writes them
+
+    def describe(self, tensor: np.ndarray) -> TensorRecord:
+        return TensorRecord(type_name=self.type_name, dtype=str(tensor.dtype), shape=tuple(tensor.shape))
+
+    def stats(self, tensor: np.ndarray) -> StatsHandle:
+        return StatsHandle(array_stats(tensor))
+
+    def fetch(self, handles: list[StatsHandle]) -> list[TensorStats]:
+        self.fetch_sizes.append(len(handles))
+        return [handle.stats for handle in handles]
+
+    def checksum(self, tensor: np.ndarray) -> str:
+        return f"{zlib.crc32(np.ascontiguousarray(tensor).tobytes()) & 0xFFFFFFFF:08x}"
+
+    def snapshot(self, tensor: np.ndarray) -> np.ndarray:
+        return tensor.copy()
+
+    def save(self, tensor: np.ndarray, path: Path) -> None:
+        array = np.ascontiguousarray(tensor)
+        write_file(path, lambda handle: np.save(handle, array, allow_pickle=False))
+
+    def encode_other(self, value: Any) -> Any:
+        if isinstance(value, np.dtype):
+            return {"type": "numpy.dtype", "value": str(value)}
+        return NOT_HANDLED
+
+
+# ------------------------------------------------------------------------------------------ interceptor
+
+# The gradients of a call's tensor inputs (in argument order) from the gradient of its output.
+Vjp = Callable[[np.ndarray], tuple]
+
+
+@dataclass
+class _Node:
+    """One step of the tape: an API call, or the start or end of a module span. ``call`` is None for an
+    API the interceptor does not report (level L0): its gradient still flows, as autograd's would."""
+
+    kind: str  # "api" | "module_start" | "module_end"
+    call: Call | None
+    wanted: bool  # the sink wants this call's backward
+    inputs: list[np.ndarray] = field(default_factory=list)
+    output: Any = None
+    vjp: Vjp | None = None
+
+
+class NumpyInterceptor:
+    """:class:`msprobe.core.events.Interceptor` for code that calls :meth:`api` and :meth:`module`."""
+
+    def __init__(self, sink: CallSink, *, level: str) -> None:
+        self.level = Level(level)
+        self.reporter = CallReporter(sink)
+        self.model: Any = None
+        self.detached = False
+        self._tape: list[_Node] = []
+
+    # ------------------------------------------------------------------ Interceptor
+    def attach(self, model: Any) -> None:
+        self.model = model
+        self.detached = False
+
+    def enable(self) -> None:
+        self.reporter.active = True
+
+    def disable(self) -> None:
+        self.reporter.active = False
+        self._tape.clear()  # backward passes still pending are not reported
+
+    def reset_counts(self) -> None:
+        self.reporter.counter.reset()
+
+    def detach(self) -> None:
+        self.disable()
+        self.model = None
+        self.detached = True
+
+    # ------------------------------------------------------------------ what the "framework" calls
+    def api(self, prefix: str, name: str, func: Callable[..., Any], *args: Any, mutates: bool = False,
+            vjp: Vjp | None = None, **kwargs: Any) -> Any:
+        """Run ``func(*args, **kwargs)`` as the API ``{prefix}.{name}``; ``vjp`` makes it differentiable."""
+        if not self.reporter.sees_calls:  # collection off, or a call inside a call: not the user's
+            return func(*args, **kwargs)
+        if not self.level.apis:
+            output = func(*args, **kwargs)
+            self._tape.append(_Node("api", None, False, _arrays(args, kwargs), output, vjp))
+            return output
+        started = self.reporter.start_api(prefix, name, args, kwargs, mutates=mutates,
+                                          rerun=self.reporter.unrecorded(func))
+        with self.reporter.pause():  # only the outermost call is the user's
+            output = func(*args, **kwargs)
+        output = self.reporter.end(started, output)
+        self._tape.append(_Node("api", started.call, started.wants_backward, _arrays(args, kwargs), output, vjp))
+        return output
+
+    def module(self, path: str, cls: str, forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``forward(*args, **kwargs)`` as the forward of module ``path`` of class ``cls``."""
+        if not (self.level.modules and self.reporter.sees_calls):
+            return forward(*args, **kwargs)
+        started = self.reporter.start_module("Module", path, cls, args, kwargs)
+        inputs = _arrays(args, kwargs)
+        self._tape.append(_Node("module_start", started.call, started.wants_backward, inputs))
+        output = forward(*args, **kwargs)  # API calls and submodules inside are the user's too
+        self.reporter.end(started, output)
+        self._tape.append(_Node("module_end", started.call, started.wants_backward, inputs, output))
+        return output
+
+    def backward(self, output: np.ndarray, seed: np.ndarray | None = None) -> dict[int, np.ndarray]:
+        """Replay the tape backwards from ``output`` (gradient ``seed``, ones by default) and report the
+        backward of every call whose backward the sink wanted, as autograd would run it: an API's when its
+        gradients are computed, a module's when the gradients of its inputs are complete. Returns the
+        gradients by ``id`` of the forward's arrays."""
+        grads: dict[int, np.ndarray] = {id(output): np.ones_like(output) if seed is None else seed}
+        spans: dict[int, tuple[np.ndarray | None, list]] = {}  # module call → (grad of its output, input grads before)
+        for node in reversed(self._tape):
+            if node.kind == "module_end":
+                spans[id(node.call)] = (grads.get(id(node.output)), [grads.get(id(a)) for a in node.inputs])
+            elif node.kind == "module_start":
+                flowing_in, before = spans.pop(id(node.call))
+                if node.wanted and flowing_in is not None:
+                    produced = tuple(_minus(grads.get(id(a)), b) for a, b in zip(node.inputs, before))
+                    self.reporter.backward(node.call, (flowing_in,), produced)
+            else:
+                flowing_in = grads.get(id(node.output))
+                if flowing_in is None or node.vjp is None:
+                    continue
+                produced = tuple(node.vjp(flowing_in))
+                for array, grad in zip(node.inputs, produced):
+                    if grad is not None:
+                        grads[id(array)] = grads[id(array)] + grad if id(array) in grads else grad
+                if node.wanted:
+                    self.reporter.backward(node.call, (flowing_in,), produced)
+        self._tape.clear()
+        return grads
+
+
+def _minus(after: np.ndarray | None, before: np.ndarray | None) -> np.ndarray | None:
+    """What a module span added to an input's gradient."""
+    if after is None or before is None:
+        return after
+    return after - before
+
+
+def _arrays(args: tuple, kwargs: dict) -> list[np.ndarray]:
+    return tensors_in((args, kwargs), lambda value: isinstance(value, np.ndarray))
