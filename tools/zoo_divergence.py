@@ -77,8 +77,8 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger("msprobe").setLevel(logging.ERROR)
     root = Path(args.out or tempfile.mkdtemp(prefix="zoo_divergence_"))
-    print(f"| model | faulted layer | bf16+fault vs fp32 | in layer | fp32+fault vs fp32 | in layer "
-          f"| bf16 vs fp32 (no fault) |")
+    print("| model | faulted layer | bf16+fault vs fp32 | in layer | fp32+fault vs fp32 | in layer "
+          "| bf16 vs fp32 (no fault) |")
     print("|---|---|---|---|---|---|---|")
     for spec in ZOO:
         layer = FAULTED[spec.name]

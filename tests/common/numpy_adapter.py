@@ -133,8 +133,9 @@ class NumpyInterceptor:
         """Run ``func(*args, **kwargs)`` as the API ``{prefix}.{name}``; ``vjp`` makes it differentiable."""
         if not self.reporter.sees_calls:  # collection off, or a call inside a call: not the user's
             return func(*args, **kwargs)
-        if not self.level.apis:
-            output = func(*args, **kwargs)
+        if not self.level.apis:  # not reported (L0), but its gradient flows all the same
+            with self.reporter.pause():
+                output = func(*args, **kwargs)
             self._tape.append(_Node("api", None, False, _arrays(args, kwargs), output, vjp))
             return output
         started = self.reporter.start_api(prefix, name, args, kwargs, mutates=mutates,

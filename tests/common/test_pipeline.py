@@ -31,7 +31,8 @@ from msprobe.core.naming import tensor_file_name
 from msprobe.core.session import Session
 from msprobe.core.writers import read_json, step_dir
 
-sys.path.insert(0, str(Path(__file__).parent))  # the numpy "framework" next to this file (importlib mode)
+if str(Path(__file__).parent) not in sys.path:  # the numpy "framework" next to this file (importlib mode)
+    sys.path.insert(0, str(Path(__file__).parent))
 from numpy_adapter import NumpyInterceptor, NumpyTensorAdapter  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------- the model

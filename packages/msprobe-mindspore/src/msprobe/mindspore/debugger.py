@@ -10,16 +10,8 @@ from msprobe.core.debugger import COLLECTING_TASKS, DUMP_TASKS, BaseDebugger
 from msprobe.mindspore.adapter import MindSporeTensorAdapter
 from msprobe.mindspore.grad_probe import GradMonitor
 from msprobe.mindspore.hooks import Interceptor
+from msprobe.mindspore.rank import current_rank
 from msprobe.mindspore.tasks.free_benchmark import MindSporeBenchmarkOps
-
-
-def current_rank() -> int | None:
-    """The rank of this process when MindSpore's communication is initialised, else None."""
-    from mindspore.communication import get_rank
-    from mindspore.communication.management import GlobalComm
-
-    # get_rank() answers 0 even without init(); only an initialised job has ranks (dir "rank" otherwise)
-    return int(get_rank()) if GlobalComm.INITED else None
 
 
 class PrecisionDebugger(BaseDebugger):

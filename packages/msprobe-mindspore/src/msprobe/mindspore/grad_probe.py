@@ -18,13 +18,9 @@ import numpy as np
 
 import mindspore as ms
 from mindspore import ops
-from mindspore.communication import GlobalComm, get_rank
 from msprobe.core.grad_probe import GradProbeSettings, write_step
 from msprobe.core.log import logger
-
-
-def _current_rank() -> int:
-    return get_rank() if GlobalComm.INITED else 0
+from msprobe.mindspore.rank import current_rank
 
 
 def _gradient_stats(grad: ms.Tensor, bounds: Sequence[float] | None) -> ms.Tensor:
@@ -103,7 +99,8 @@ class GradMonitor:
 
     def _before_step(self, cell: ms.nn.Cell, inputs: tuple) -> None:
         self._pending = None
-        rank = _current_rank()
+        rank = current_rank()
+        rank = 0 if rank is None else rank  # grad probe numbers its rank directory always
         if not self._selected or not self._settings.records(self.step, rank):
             return
         grads = inputs[0]

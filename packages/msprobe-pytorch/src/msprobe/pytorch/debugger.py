@@ -15,15 +15,8 @@ from msprobe.pytorch.dataloader import DataLoaderSteps
 from msprobe.pytorch.dropout import DropoutOff
 from msprobe.pytorch.grad_probe import GradMonitor
 from msprobe.pytorch.hooks import Interceptor
+from msprobe.pytorch.rank import current_rank
 from msprobe.pytorch.tasks.free_benchmark import TorchBenchmarkOps
-
-
-def current_rank() -> int | None:
-    """The rank of this process when a process group is initialised, else None."""
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank()
-    return None
 
 
 class PrecisionDebugger(BaseDebugger):

@@ -21,12 +21,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 
 from msprobe.core.grad_probe import GradProbeSettings, write_step
 from msprobe.core.log import logger
-
-
-def _current_rank() -> int:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank()
-    return 0
+from msprobe.pytorch.rank import current_rank
 
 
 def _gradient_stats(grad: torch.Tensor, bounds: Sequence[float] | None) -> torch.Tensor:
@@ -153,7 +148,8 @@ class GradMonitor:
         if not self._owns(optimizer):
             return
         self._pending = None
-        rank = _current_rank()
+        rank = current_rank()
+        rank = 0 if rank is None else rank  # grad probe numbers its rank directory always
         if not self._settings.records(self.step, rank):
             return
         with_grads = [(n, p.grad.detach()) for n, p in self._params if p.grad is not None and p.numel()]
