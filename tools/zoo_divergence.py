@@ -21,46 +21,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "pytorch"))
-from zoo import ZOO  # noqa: E402
+from zoo import FAULTED, ZOO, dump_one_step, in_layer  # noqa: E402
 
-from msprobe.pytorch import PrecisionDebugger, compare  # noqa: E402
-
-FAULTED = {  # a weight in the middle of each model
-    "llama": "model.layers.1.mlp.down_proj",
-    "gpt2": "transformer.h.1.mlp.c_proj",
-    "bert": "bert.encoder.layer.1.intermediate.dense",
-    "vit": "vit.layers.1.mlp.fc1",
-    "hf_resnet": "resnet.encoder.stages.1.layers.0.layer.1.convolution",
-    "inplace_resnet": "layer2.conv2",
-}
-
-
-def dump(spec, out: Path, task: str, level: str, autocast: torch.dtype | None, fault: str | None) -> Path:
-    torch.manual_seed(0)
-    model = spec.build()
-    if fault is not None:
-        with torch.no_grad():
-            model.get_submodule(fault).weight.mul_(1.05)
-    batch = spec.batch(torch.Generator().manual_seed(1))
-    debugger = PrecisionDebugger(dump_path=str(out), task=task, level=level, step=[0])
-    debugger.start(model)
-    with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
-        loss = spec.loss(model, batch)
-    loss.backward()
-    debugger.stop()
-    debugger.step()
-    return out / "step0" / "rank"
-
-
-def in_layer(entry: str | None, layer: str, construct: dict) -> bool:
-    """The entry is the faulted layer's module (forward or backward), or nested inside it."""
-    seen = set()
-    while entry and entry not in seen:
-        seen.add(entry)
-        if entry.startswith(f"Module.{layer}."):
-            return True
-        entry = construct.get(entry)
-    return False
+from msprobe.pytorch import compare  # noqa: E402
 
 
 def named(npu: Path, bench: Path, out: Path) -> str | None:
@@ -83,10 +46,10 @@ def main() -> None:
     for spec in ZOO:
         layer = FAULTED[spec.name]
         base = root / spec.name
-        fp32 = dump(spec, base / "fp32", args.task, args.level, None, None)
-        bf16_fault = dump(spec, base / "bf16_fault", args.task, args.level, torch.bfloat16, layer)
-        fp32_fault = dump(spec, base / "fp32_fault", args.task, args.level, None, layer)
-        bf16 = dump(spec, base / "bf16", args.task, args.level, torch.bfloat16, None)
+        fp32 = dump_one_step(spec, base / "fp32", args.task, args.level, None, None)
+        bf16_fault = dump_one_step(spec, base / "bf16_fault", args.task, args.level, torch.bfloat16, layer)
+        fp32_fault = dump_one_step(spec, base / "fp32_fault", args.task, args.level, None, layer)
+        bf16 = dump_one_step(spec, base / "bf16", args.task, args.level, torch.bfloat16, None)
         construct = json.loads((fp32 / "construct.json").read_text())
         a = named(bf16_fault, fp32, base / "cmp_bf16_fault")
         b = named(fp32_fault, fp32, base / "cmp_fp32_fault")

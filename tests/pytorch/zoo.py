@@ -15,10 +15,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
 from torch_models import train_steps
+
+from msprobe.pytorch import PrecisionDebugger
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -168,3 +171,44 @@ def train(spec: ZooModel, debugger=None, steps: int = 2, seed: int = 0, autocast
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     gen = torch.Generator().manual_seed(seed + 1)
     return train_steps(model, optimizer, lambda: spec.batch(gen), spec.loss, debugger, steps, autocast)
+
+
+FAULTED = {  # for the first-divergence checks: a weight in the middle of each model
+    "llama": "model.layers.1.mlp.down_proj",
+    "gpt2": "transformer.h.1.mlp.c_proj",
+    "bert": "bert.encoder.layer.1.intermediate.dense",
+    "vit": "vit.layers.1.mlp.fc1",
+    "hf_resnet": "resnet.encoder.stages.1.layers.0.layer.1.convolution",
+    "inplace_resnet": "layer2.conv2",
+}
+
+
+def dump_one_step(spec: ZooModel, out: Path, task: str, level: str, autocast: torch.dtype | None,
+                  fault: str | None) -> Path:
+    """One forward and backward of ``spec`` dumped into ``out``; ``fault``: a module whose weight is
+    scaled by 1.05. Returns the rank directory."""
+    torch.manual_seed(0)
+    model = spec.build()
+    if fault is not None:
+        with torch.no_grad():
+            model.get_submodule(fault).weight.mul_(1.05)
+    batch = spec.batch(torch.Generator().manual_seed(1))
+    debugger = PrecisionDebugger(dump_path=str(out), task=task, level=level, step=[0])
+    debugger.start(model)
+    with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
+        loss = spec.loss(model, batch)
+    loss.backward()
+    debugger.stop()
+    debugger.step()
+    return out / "step0" / "rank"
+
+
+def in_layer(entry: str | None, layer: str, construct: dict) -> bool:
+    """The entry is the faulted layer's module (forward or backward), or nested inside it."""
+    seen = set()
+    while entry and entry not in seen:
+        seen.add(entry)
+        if entry.startswith(f"Module.{layer}."):
+            return True
+        entry = construct.get(entry)
+    return False

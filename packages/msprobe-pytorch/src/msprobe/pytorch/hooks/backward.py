@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 from torch._C._autograd import _get_sequence_nr
-from torch.autograd.graph import _get_grad_fn_or_grad_acc
+from torch.autograd.graph import get_gradient_edge
 
 Emit = Callable[[tuple, tuple], None]
 
@@ -40,8 +40,8 @@ def _edge(tensor: torch.Tensor) -> tuple[Any, int] | None:
     if not tensor.requires_grad:
         return None
     node = tensor.grad_fn
-    if node is None:
-        node = _get_grad_fn_or_grad_acc(tensor)
+    if node is None:  # a leaf: its gradient accumulator
+        return get_gradient_edge(tensor).node, 0
     return node, tensor.output_nr
 
 
