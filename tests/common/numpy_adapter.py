@@ -196,3 +196,37 @@ def _minus(after: np.ndarray | None, before: np.ndarray | None) -> np.ndarray | 
 
 def _arrays(args: tuple, kwargs: dict) -> list[np.ndarray]:
     return tensors_in((args, kwargs), lambda value: isinstance(value, np.ndarray))
+
+
+class NumpyKit:
+    """The framework kit of numpy (``msprobe.core.kit.FrameworkKit``): what a task builds from. It
+    borrows the configuration rules of ``pytorch``, the only thing core knows a framework by."""
+
+    name = "pytorch"
+
+    def __init__(self) -> None:
+        self.tensor_adapter = NumpyTensorAdapter()  # one per kit, so a test can read what it fetched
+
+    def adapter(self) -> NumpyTensorAdapter:
+        return self.tensor_adapter
+
+    def interceptor(self, sink, level: str) -> NumpyInterceptor:
+        return NumpyInterceptor(sink, level=level)
+
+    def benchmark_ops(self):
+        raise NotImplementedError("free benchmark has no numpy half")
+
+    def gradient_monitor(self, config):
+        raise NotImplementedError("grad probe has no numpy half")
+
+    def current_rank(self) -> int | None:
+        return None
+
+    def kernel_dump(self, config, on_finish):
+        raise NotImplementedError("numpy has no kernel dump (level L2)")
+
+    def prepare_for_comparison(self, model) -> None:
+        pass
+
+    def restore(self) -> None:
+        pass

@@ -1,18 +1,34 @@
 """The framework-free half of free benchmark: comparison (incl. one-sided non-finite), thresholds,
-preheat calibration, and the CSV appended across steps and processes."""
+preheat calibration, the CSV appended across steps and processes and read back, the shared half of a
+framework's ops (perturbation walk, re-run under the call's random state) over numpy, and the
+collector's per-call state (never on ``Call.extra``, never carried into another step)."""
 
 from __future__ import annotations
 
 import csv
+import gc
 import math
 import multiprocessing
+import weakref
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
 
+from msprobe.core.events import Call
 from msprobe.core.fileio import append_csv_rows
-from msprobe.core.free_benchmark import CSV_COLUMNS, Thresholds, dtype_threshold, max_relative_error
+from msprobe.core.free_benchmark import (
+    CSV_COLUMNS,
+    FrameworkBenchmarkOps,
+    FreeBenchmarkCollector,
+    Skip,
+    Thresholds,
+    dtype_threshold,
+    max_relative_error,
+    read_rows,
+)
 from msprobe.core.free_benchmark.compare import SMALL_FRACTION
+from msprobe.core.select import Selector
 
 
 def _reference(a, b):
@@ -95,3 +111,162 @@ def test_rows_from_several_ranks_never_interleave(tmp_path):
         rows = list(csv.reader(handle))
     assert tuple(rows[0]) == CSV_COLUMNS and rows.count(list(CSV_COLUMNS)) == 1
     assert len(rows) == 1 + 4 * 20 * 10 and all(len(r) == len(CSV_COLUMNS) for r in rows)
+
+
+def test_read_rows_gives_what_was_appended(tmp_path):
+    path = tmp_path / "free_benchmark.csv"
+    assert read_rows(path) == []  # nothing unstable: no file
+    append_csv_rows(path, CSV_COLUMNS, [[0, "add_noise", "forward", 3, "Torch.exp.0", "inf", "torch.float16",
+                                         "(2, 3)", ""]])
+    assert read_rows(path) == [{"rank": "0", "pert_mode": "add_noise", "stage": "forward", "step": "3",
+                                "api_name": "Torch.exp.0", "max_rel": "inf", "dtype": "torch.float16",
+                                "shape": "(2, 3)", "output_index": ""}]
+    (tmp_path / "other.csv").write_text("rank,pert_type\n0,add_noise\n")
+    with pytest.raises(ValueError, match="header"):
+        read_rows(tmp_path / "other.csv")
+
+
+class Saved:
+    """Inputs kept for the backward stage (an object a test can hold a weak reference to)."""
+
+    def __init__(self, args: tuple) -> None:
+        self.args = args
+
+
+class NumpyOps(FrameworkBenchmarkOps):
+    """The framework half over numpy: the random state is one generator's, ``no_change`` keeps the
+    inputs, ``add_noise`` moves float64 elements by one ulp, ``skip`` refuses the call."""
+
+    modes = ("no_change", "add_noise", "skip")
+    tensor_type = np.ndarray
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng(0)
+        self.saved: list[weakref.ref] = []
+        self.gradients_asked = 0
+
+    def perturb_tensor(self, mode, t):
+        if mode == "skip":
+            return Skip("not here")
+        if t.dtype.kind != "f":
+            return None
+        return t if mode == "no_change" else t * (1 + 2.0**-52)
+
+    def random_state(self):
+        return self.rng.bit_generator.state
+
+    def set_random_state(self, state):
+        self.rng.bit_generator.state = state
+
+    def no_grad(self):
+        return nullcontext()
+
+    def is_float(self, t):
+        return t.dtype.kind == "f"
+
+    def as_float64(self, t):
+        return t.astype(np.float64)
+
+    def dtype_key(self, t):
+        return str(t.dtype)
+
+    def fixed(self, output, perturbed):
+        return perturbed
+
+    def save_for_backward(self, args, kwargs):
+        saved = Saved(args)
+        self.saved.append(weakref.ref(saved))
+        return saved
+
+    def input_gradients(self, call, saved, mode, state, grad_input):
+        self.gradients_asked += 1
+        return [None for _ in saved.args]
+
+
+def test_framework_ops_perturb_only_what_the_mode_changes():
+    ops = NumpyOps()
+    x, n = np.ones(3), np.arange(3)
+    (args, kwargs) = ops.perturb("add_noise", (x, [n]), {"k": x})
+    assert args[1][0] is n and args[0] is not x and np.all(args[0] > x) and np.all(kwargs["k"] > x)
+    assert np.all(x == 1.0)  # the originals are untouched
+    assert ops.perturb("add_noise", (n,), {}) == Skip("no input this pert_mode can change")
+    assert ops.perturb("skip", (x,), {}) == Skip("not here")
+    with pytest.raises(ValueError, match="give one of no_change, add_noise, skip"):
+        ops.perturb("to_cpu", (x,), {})
+    assert [i for i, _ in ops.float_outputs((n, x, [x]))] == [1, 2]
+    assert ops.describe(np.zeros((2, 3), np.float32)) == ("float32", (2, 3))
+
+
+def _dropout_call(ops: NumpyOps, x: np.ndarray, name: str = "Functional.dropout.0.forward") -> Call:
+    return Call(name=name, args=(x,), kwargs={}, rerun=lambda t: t * (ops.rng.random(t.shape) > 0.5))
+
+
+def _collector(tmp_path, ops, **options) -> FreeBenchmarkCollector:
+    collector = FreeBenchmarkCollector(dump_path=str(tmp_path), selector=Selector(), ops=ops, **options)
+    collector.begin_step(0, None)
+    return collector
+
+
+def _intercepted(collector, call):
+    """What an interceptor does: the sink before and after the real call."""
+    wants_backward = collector.forward_start(call)
+    output = call.rerun(*call.args, **call.kwargs)
+    replaced = collector.forward_end(call, output)
+    return wants_backward, output if replaced is None else replaced
+
+
+def test_rerun_draws_what_the_call_drew_and_leaves_the_users_stream_alone(tmp_path):
+    """A re-run of a random API under no_change gives the same output (the same mask), and the user's
+    next draw is the one a run without msprobe makes."""
+    plain = NumpyOps()
+    x = np.arange(1.0, 65.0)
+    expected = _dropout_call(plain, x).rerun(x)
+    ops = NumpyOps()
+    collector = _collector(tmp_path, ops, pert_mode="no_change")
+    call = _dropout_call(ops, x)
+    _, output = _intercepted(collector, call)
+    collector.end_step()
+    assert np.array_equal(output, expected) and read_rows(collector.csv_path) == []
+    assert ops.rng.random() == plain.rng.random()
+    assert call.extra == {}  # the collector keeps its per-call state itself
+
+
+def test_forward_check_writes_a_row_for_an_unstable_output(tmp_path):
+    ops = NumpyOps()
+    collector = _collector(tmp_path, ops, pert_mode="add_noise")
+    x = np.array([1.0, 2.0])
+    call = Call(name="Torch.sub.0.forward", args=(x,), kwargs={}, rerun=lambda t: t - np.array([1.0, 2.0]))
+    _intercepted(collector, call)
+    collector.end_step()
+    [row] = read_rows(collector.csv_path)
+    assert (row["api_name"], row["stage"], row["dtype"], row["shape"]) == ("Torch.sub.0", "forward", "float64", "(2,)")
+
+
+def test_backward_state_is_released_with_its_call(tmp_path):
+    """A call whose backward never comes (outside the gradient graph) takes its saved inputs with it."""
+    ops = NumpyOps()
+    collector = _collector(tmp_path, ops, fuzz_stage="backward")
+    call = _dropout_call(ops, np.ones(4))
+    assert _intercepted(collector, call)[0] is True
+    [saved] = ops.saved
+    assert saved() is not None
+    del call
+    gc.collect()
+    assert saved() is None
+
+
+def test_backward_state_never_reaches_another_step(tmp_path):
+    ops = NumpyOps()
+    collector = _collector(tmp_path, ops, fuzz_stage="backward")
+    late = _dropout_call(ops, np.ones(4))
+    _intercepted(collector, late)
+    collector.end_step()
+    assert ops.saved[0]() is None  # dropped at the step's end although the call lives on
+    collector.begin_step(1, None)
+    collector.backward(late, (np.ones(4),), (np.ones(4),))  # step 0's call reports its backward in step 1
+    assert ops.gradients_asked == 0
+    on_time = _dropout_call(ops, np.ones(4))
+    _intercepted(collector, on_time)
+    collector.backward(on_time, (np.ones(4),), (np.ones(4),))
+    collector.backward(on_time, (np.ones(4),), (np.ones(4),))  # judged once
+    assert ops.gradients_asked == 1 and on_time.extra == {}

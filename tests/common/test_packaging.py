@@ -67,3 +67,32 @@ def test_common_alone_gives_a_working_msprobe_command(tmp_path):
         capture_output=True, text=True, timeout=120,
     )
     assert imports.stdout.split() == ["False", "False"], imports.stderr
+
+
+CORE = PACKAGES / "msprobe-common" / "src" / "msprobe" / "core"
+LIFECYCLE = ("session.py", "debugger.py", "calls.py", "events.py", "kit.py")
+TASK_MODULES = ("msprobe.core.collector", "msprobe.core.overflow", "msprobe.core.free_benchmark",
+                "msprobe.core.grad_probe", "msprobe.core.tasks.")
+
+
+def _imports(path: Path) -> list[str]:
+    import ast
+
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+    return names
+
+
+@pytest.mark.parametrize("module", LIFECYCLE)
+def test_the_lifecycle_imports_no_task(module):
+    """A task is found through the registry (``msprobe.core.tasks``); the lifecycle never names one, so
+    adding a task touches only its own module and its registration."""
+    imported = _imports(CORE / module)
+    offending = [name for name in imported
+                 if name != "msprobe.core.tasks.registry" and name.startswith(TASK_MODULES)]
+    assert offending == []
+    assert not any(name.startswith("msprobe.core.tasks") for name in imported if module != "debugger.py")

@@ -1,7 +1,7 @@
 """The whole core pipeline driven by a framework made of numpy (``numpy_adapter.py``), no torch, no mindspore.
 
-config.json → :func:`~msprobe.core.config.load_debugger_config` → the collector of the task
-(:func:`~msprobe.core.debugger.collector_for`) → :class:`~msprobe.core.session.Session` with the numpy
+config.json → :func:`~msprobe.core.config.load_debugger_config` → the task's build (from
+:mod:`msprobe.core.tasks`, with the numpy kit) → :class:`~msprobe.core.session.Session` with the numpy
 interceptor and tensor adapter → calls through :class:`~msprobe.core.calls.CallReporter` as an interceptor
 makes them → :class:`~msprobe.core.writers.StepWriter` → dump.json, stack.json, construct.json and tensor
 files on disk → compare of two such dumps. Every number written is checked against float64 numpy.
@@ -26,14 +26,15 @@ from msprobe.core.compare.api import compare_api
 from msprobe.core.compare.rows import flatten_entry
 from msprobe.core.compare.tensorfile import TensorSpec, load_npy
 from msprobe.core.config import load_debugger_config
-from msprobe.core.debugger import BaseDebugger, collector_for
+from msprobe.core.debugger import BaseDebugger
 from msprobe.core.naming import tensor_file_name
 from msprobe.core.session import Session
+from msprobe.core.tasks import task_named
 from msprobe.core.writers import read_json, step_dir
 
 if str(Path(__file__).parent) not in sys.path:  # the numpy "framework" next to this file (importlib mode)
     sys.path.insert(0, str(Path(__file__).parent))
-from numpy_adapter import NumpyInterceptor, NumpyTensorAdapter  # noqa: E402
+from numpy_adapter import NumpyInterceptor, NumpyKit, NumpyTensorAdapter  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------- the model
 
@@ -159,10 +160,10 @@ def config_for(tmp_path: Path, name: str = "dump", **fields):
 
 
 def session_for(config) -> tuple[Session, NumpyTensorAdapter]:
-    adapter = NumpyTensorAdapter()
-    collector, level = collector_for(config, adapter, benchmark_ops=None)
-    session = Session(config, collector, lambda sink: NumpyInterceptor(sink, level=level), current_rank=lambda: None)
-    return session, adapter
+    """What the debugger does: the task's build, from the registry, with the numpy kit."""
+    kit = NumpyKit()
+    session = task_named(config.task).build(config, kit, lambda: None)
+    return session, kit.tensor_adapter
 
 
 def dump_one_step(config, net: TinyNet | None = None, run=None) -> tuple[Path, Session, NumpyTensorAdapter]:
@@ -486,12 +487,10 @@ def test_compare_names_the_call_that_differs(tmp_path, task, section, mode, fail
 
 
 class NumpyDebugger(BaseDebugger):
-    """How a framework plugs in: BaseDebugger does the configuration, the dump_path hold and the lifecycle."""
+    """How a framework plugs in: BaseDebugger does the configuration, the dump_path hold, the task and the
+    lifecycle; the framework gives its kit."""
 
-    framework = "pytorch"
-
-    def _setup(self, config) -> None:
-        self._start_session(NumpyTensorAdapter(), None, NumpyInterceptor, lambda: None)
+    kit_class = NumpyKit
 
 
 def test_a_debugger_built_on_the_numpy_adapter(tmp_path):
@@ -502,9 +501,9 @@ def test_a_debugger_built_on_the_numpy_adapter(tmp_path):
     debugger = NumpyDebugger(str(config_path))
     assert NumpyDebugger(str(config_path)) is debugger  # the same configuration again: the running one
     debugger.start(net)
-    net.train_step(debugger._session.interceptor)
+    net.train_step(debugger.interceptor)
     debugger.stop()
     debugger.step()
-    assert debugger._session.finished
+    assert debugger.finished
     dump = read_json(step_dir(tmp_path / "dump", 0, None) / "dump.json")
     assert list(dump["data"]) == MIX_ORDER

@@ -4,7 +4,6 @@ MindSpore pert_mode runs, fix gives the fp32 result cast back, check leaves the 
 
 from __future__ import annotations
 
-import csv
 import json
 
 import mindspore as ms
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 from mindspore import nn, ops
 
-from msprobe.core.free_benchmark import CSV_COLUMNS
+from msprobe.core.free_benchmark import CSV_FILE, read_rows
 from msprobe.mindspore import PrecisionDebugger
 
 
@@ -26,15 +25,6 @@ class HalfNet(nn.Cell):
         return ops.exp(h * 4).astype(ms.float32).sum() + ops.relu(h).astype(ms.float32).sum()
 
 
-def _csv_rows(path) -> list[dict]:
-    """The rows of free_benchmark.csv (none when the file was never written), header checked."""
-    if not path.exists():
-        return []
-    with open(path, newline="") as handle:
-        reader = csv.reader(handle)
-        assert tuple(next(reader)) == CSV_COLUMNS
-        return [dict(zip(CSV_COLUMNS, row)) for row in reader]
-
 def _run(tmp_path, **section):
     config = {"task": "free_benchmark", "dump_path": str(tmp_path / "out"), "free_benchmark": section}
     (tmp_path / "c.json").write_text(json.dumps(config))
@@ -47,7 +37,7 @@ def _run(tmp_path, **section):
     out = net(x).asnumpy()
     debugger.stop()
     debugger.step()
-    rows = _csv_rows(tmp_path / "out" / "free_benchmark.csv")
+    rows = read_rows(tmp_path / "out" / CSV_FILE)
     return rows, plain, out
 
 
@@ -122,7 +112,7 @@ def _train(tmp_path, steps: int, **section):
         losses.append(loss.asnumpy())
         x_grads.append(x_grad.asnumpy())
     next_draw = ops.rand((4,)).asnumpy()
-    rows = _csv_rows(tmp_path / "out" / "free_benchmark.csv")
+    rows = read_rows(tmp_path / "out" / CSV_FILE)
     return losses, x_grads, net.v.asnumpy(), next_draw, rows
 
 

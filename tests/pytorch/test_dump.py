@@ -230,5 +230,5 @@ def test_enable_dataloader_drives_the_steps_and_is_deprecated(tmp_path, msprobe_
     dumps = sorted(p.parent.parent.name for p in (tmp_path / "dump").rglob("dump.json"))
     assert dumps == ["step0", "step1"]
     assert "Functional.linear.0.forward" in load(tmp_path / "dump", step=1)["data"]
-    assert debugger._session.finished
+    assert debugger.finished
     assert _BaseDataLoaderIter.__next__ is original_next

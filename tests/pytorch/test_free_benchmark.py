@@ -3,7 +3,6 @@ pert_mode runs, fix replaces the output as documented, and check mode leaves the
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
@@ -11,11 +10,10 @@ import torch
 from torch import nn
 from torch_models import TinyTransformer, train
 
-from msprobe.core.free_benchmark import CSV_COLUMNS
+from msprobe.core.free_benchmark import CSV_FILE, read_rows
 from msprobe.pytorch import PrecisionDebugger
 
 MODES = ("improve_precision", "add_noise", "bit_noise", "no_change", "change_value", "to_cpu")
-
 
 
 class HalfNet(nn.Module):
@@ -51,13 +49,7 @@ def _run_half_net(debugger, steps: int = 1):
 
 
 def _rows(tmp_path):
-    path = tmp_path / "out" / "free_benchmark.csv"
-    if not path.exists():
-        return []
-    with open(path, newline="") as handle:
-        reader = csv.reader(handle)
-        assert tuple(next(reader)) == CSV_COLUMNS
-        return [dict(zip(CSV_COLUMNS, row)) for row in reader]
+    return read_rows(tmp_path / "out" / CSV_FILE)
 
 
 def test_fp16_exp_overflow_is_flagged_and_relu_is_not(tmp_path):

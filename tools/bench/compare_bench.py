@@ -12,18 +12,34 @@ Memory: the child and every process it starts (our workers) are sampled every 20
 /proc, and the peak of their summed PSS is reported: the proportional set size counts pages that
 forked workers share with their parent once, where summed RSS would count them in every process
 (and ``ru_maxrss`` gives only the largest single process, hiding what a pool costs together).
+
+    python tools/bench/compare_bench.py --reports 2000 100000 [--baseline-rev REV]
+
+times the parts that a library could write for us, in this process, against the hand-written ones
+of git revision REV (default ``8ff4e67``, the last with them): the xlsx writer (seconds, best of
+three, and the peak of Python allocations under tracemalloc, in a second run) on the rows of a
+real comparison — tensor mode: a 1,000-call comparison (2,000 rows) repeated to the size asked;
+summary mode: a statistics comparison of that many rows — and the progress bar's cost per
+advance on a terminal (a pty) and on a pipe, one advance per row as the tensor comparison makes.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib.util
+import io
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import tracemalloc
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -103,13 +119,157 @@ def write_config(root: Path) -> Path:
     return config
 
 
+def make_stat_dump(rank_dir: Path, calls: int, noise: float, seed: int) -> Path:
+    """A statistics dump (task ``statistics``, summary mode): no tensor files, so any size is quick."""
+    rng = np.random.default_rng(seed)
+    base = np.random.default_rng(0).standard_normal((calls, 2, 4))
+    rank_dir.mkdir(parents=True)
+    data = {}
+    for i in range(calls):
+        stats = base[i] * (1 + rng.normal(0, noise, (2, 4)))
+        data[f"Functional.linear.{i}.forward"] = {
+            "input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [64, 32],
+                            **dict(zip(("Max", "Min", "Mean", "Norm"), map(float, stats[0])))}],
+            "input_kwargs": {},
+            "output": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [64, 16],
+                        **dict(zip(("Max", "Min", "Mean", "Norm"), map(float, stats[1])))}]}
+    (rank_dir / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "data": data}))
+    return rank_dir / "dump.json"
+
+
+def report_rows(root: Path, mode: str, rows: int) -> tuple[list[str], list[tuple[list[Any], str]], set[str]]:
+    """(header, rows of (cells, highlight), percent columns) of a real comparison, as report.py passes them."""
+    from msprobe.core.compare import CompareOptions, compare_dumps
+    from msprobe.core.compare.table import PERCENT_COLUMNS, columns, row_cells
+    from msprobe.pytorch.compare import load_pt
+
+    calls = 1000 if mode == "tensor" else rows // 2
+    make = (lambda d, noise, seed: make_dump(d, calls, 64, noise, seed)) if mode == "tensor" else \
+        (lambda d, noise, seed: make_stat_dump(d, calls, noise, seed))
+    npu, bench = make(root / "npu" / mode, 1e-3, 1), make(root / "bench" / mode, 0.0, 2)
+    result = compare_dumps(npu, bench, root / "out", load_pt, options=CompareOptions(workers=1, progress=False))
+    cells = [(row_cells(r, False, {}), r.highlight) for r in result.results]
+    cells = (cells * (rows // len(cells) + 1))[:rows]
+    return columns(mode, False), cells, PERCENT_COLUMNS.get(mode, set())
+
+
+def baseline_module(rev: str, name: str) -> ModuleType:
+    """The module ``msprobe.core.compare.<name>`` as git revision ``rev`` had it."""
+    path = f"packages/msprobe-common/src/msprobe/core/compare/{name}.py"
+    source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=Path(__file__).resolve().parents[2], check=True,
+                            capture_output=True, text=True).stdout
+    module = ModuleType(f"baseline_{name}")
+    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)  # noqa: S102 - our own file from git history
+    return module
+
+
+def _timed(call: Any, repeats: int) -> tuple[float, float]:
+    """(best wall seconds of ``repeats`` calls, peak MiB of Python allocations in one more call)."""
+    best = float("inf")
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    gc.collect()
+    tracemalloc.start()
+    call()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return best, peak / 2**20
+
+
+class _Terminal:
+    """sys.stderr swapped for the slave side of a pty (so ``isatty()`` is true), drained by a thread."""
+
+    def __enter__(self) -> _Terminal:
+        master, slave = os.openpty()
+        self.master, self.stream = master, io.TextIOWrapper(io.FileIO(slave, "w"), write_through=True)
+        self.drained = 0
+        self.reader = threading.Thread(target=self._drain, daemon=True)
+        self.reader.start()
+        self.saved, sys.stderr = sys.stderr, self.stream
+        return self
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.drained += len(chunk)
+
+    def __exit__(self, *_: object) -> None:
+        sys.stderr = self.saved
+        self.stream.close()
+        self.reader.join(timeout=2)
+        os.close(self.master)
+
+
+class _Pipe:
+    """sys.stderr swapped for a file (not a terminal)."""
+
+    def __enter__(self) -> _Pipe:
+        self.saved, sys.stderr = sys.stderr, open(os.devnull, "w")  # noqa: SIM115
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        sys.stderr.close()
+        sys.stderr = self.saved
+
+
+def bench_progress(progress_class: Any, advances: int, where: Any) -> float:
+    """Microseconds per ``advance()`` over ``advances`` of them, drawing to ``where`` (_Terminal or _Pipe)."""
+    with where():
+        start = time.perf_counter()
+        bar = progress_class(advances, "Compare tensors")
+        for _ in range(advances):
+            bar.advance()
+        getattr(bar, "close", lambda: None)()
+        return (time.perf_counter() - start) / advances * 1e6
+
+
+def bench_reports(sizes: list[int], rev: str) -> None:
+    from msprobe.core.compare import progress, report_xlsx
+
+    writers = {"ours@" + rev: baseline_module(rev, "report_xlsx").write_xlsx, "current": report_xlsx.write_xlsx}
+    bars = {"ours@" + rev: baseline_module(rev, "progress").Progress, "current": progress.Progress}
+    print(f"{'part':>8} {'mode':>8} {'rows':>7} {'writer':>14} {'seconds':>8} {'peak MiB':>9} {'file MiB':>9}")
+    for rows in sizes:
+        for mode in ("tensor", "summary"):
+            with tempfile.TemporaryDirectory() as tmp:
+                root = Path(tmp)
+                header, cells, percent = report_rows(root, mode, rows)
+                for name, write in writers.items():
+                    path = root / f"{name}.xlsx"
+                    seconds, peak = _timed(lambda w=write, p=path: w(p, header, iter(cells), percent),
+                                           3 if rows <= 10_000 else 2)
+                    print(f"{'xlsx':>8} {mode:>8} {rows:>7} {name:>14} {seconds:>8.3f} {peak:>9.1f} "
+                          f"{path.stat().st_size / 2**20:>9.2f}", flush=True)
+    print(f"{'part':>8} {'stderr':>8} {'rows':>7} {'bar':>14} {'us/advance':>10} {'total s':>8}")
+    for rows in sizes:
+        for where in (_Terminal, _Pipe):
+            for name, bar in bars.items():
+                micro = min(bench_progress(bar, rows, where) for _ in range(3))
+                print(f"{'progress':>8} {where.__name__.strip('_').lower():>8} {rows:>7} {name:>14} {micro:>10.2f} "
+                      f"{micro * rows / 1e6:>8.3f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 1000, 3000])
     parser.add_argument("--elements", type=int, default=4096)
     parser.add_argument("--workers", type=int, default=None, help="our -j (default: ours decides)")
     parser.add_argument("--msprobe-111", dest="msprobe_111", help="msprobe 1.1.1's command, to time it as well")
+    parser.add_argument("--reports", type=int, nargs="+", metavar="ROWS",
+                        help="time the xlsx writer and the progress bar instead, at these row counts")
+    parser.add_argument("--baseline-rev", default="8ff4e67", help="git revision with the hand-written ones")
     args = parser.parse_args()
+    if args.reports:
+        bench_reports(args.reports, args.baseline_rev)
+        return
     tools = {"ours": [sys.executable, "-m", "msprobe.core"]}
     if args.msprobe_111:
         tools["1.1.1"] = [args.msprobe_111]

@@ -98,6 +98,11 @@ class ModuleSpans:
         parent = self._parents.get(forward)
         return backward_name(parent) if parent else None
 
+    def new_step(self) -> None:
+        """A step starts: no span is open, neither the selector's nor a module's."""
+        self.selector.reset()
+        self.clear()
+
     def clear(self) -> None:
         self._open.clear()
         self._parents.clear()
@@ -203,8 +208,7 @@ class Parts:
 
     def begin_step(self, step: int, rank: int | None) -> None:
         self.end_step()
-        self.spans.selector.reset()
-        self.spans.clear()
+        self.spans.new_step()
         self.output.open(step, rank)
 
     def end_step(self) -> None:

@@ -1,10 +1,11 @@
 """What both frameworks' ``PrecisionDebugger`` share: construction, take-over and the lifecycle.
 
-A framework subclass names its framework and builds, in :meth:`BaseDebugger._setup`, the session
-(dump tasks) or the gradient monitor (grad_probe) from the validated configuration. The rules —
-validate everything before training, one run per rank directory of a dump_path (a second job gets a
-ConfigError naming the process that holds it), a second debugger with another configuration takes over,
-the same configuration again returns the running one — are written once, here.
+The debugger loads the configuration, looks its task up in the registry (:mod:`msprobe.core.tasks`)
+and builds what the task runs from the framework's kit (:mod:`msprobe.core.kit`); it never names a
+task. The rules — validate everything before training, one run per rank directory of a dump_path (a
+second job gets a ConfigError naming the process that holds it), a second debugger with another
+configuration takes over, the same configuration again returns the running one — are written once,
+here.
 """
 
 from __future__ import annotations
@@ -15,25 +16,10 @@ from typing import Any
 
 from msprobe.core.config import ConfigError, DebuggerConfig, Problem, load_debugger_config
 from msprobe.core.fileio import UnsafePathError
-from msprobe.core.free_benchmark import free_benchmark_collector
+from msprobe.core.kit import FrameworkKit, Runner
 from msprobe.core.layout import DumpPathBusy, DumpPathHold, hold_dump_path, launcher_rank, rank_dir_name
 from msprobe.core.log import logger, use_console
-from msprobe.core.session import Session, dump_collector, overflow_collector
-
-DUMP_TASKS = ("statistics", "tensor")
-COLLECTING_TASKS = (*DUMP_TASKS, "overflow_check", "free_benchmark")
-
-
-def collector_for(config: DebuggerConfig, adapter: Any, benchmark_ops: Any) -> tuple[Any, str]:
-    """The call consumer a collecting task runs, and the interceptor level it needs (free benchmark
-    re-runs APIs, so it always intercepts at L1)."""
-    if config.task in DUMP_TASKS:
-        return dump_collector(config, adapter), config.level
-    if config.task == "overflow_check":
-        return overflow_collector(config, adapter), config.level
-    if config.task == "free_benchmark":
-        return free_benchmark_collector(config, benchmark_ops), "L1"
-    raise ValueError(f"task {config.task!r} does not collect calls; collecting tasks: {', '.join(COLLECTING_TASKS)}")
+from msprobe.core.tasks import task_named
 
 
 def hold_for(config: DebuggerConfig, rank_lookup: Callable[[], int | None] | None) -> DumpPathHold:
@@ -57,7 +43,10 @@ def hold_for(config: DebuggerConfig, rank_lookup: Callable[[], int | None] | Non
 
 
 class BaseDebugger:
-    framework: str = ""
+    """A framework subclass sets ``kit_class`` (its :class:`~msprobe.core.kit.FrameworkKit`) and adds
+    what only its users call (``monitor``)."""
+
+    kit_class: Callable[[], FrameworkKit]
     _active: BaseDebugger | None = None
 
     def __new__(
@@ -70,13 +59,14 @@ class BaseDebugger:
         step: list | None = None,
     ) -> BaseDebugger:
         use_console()
+        kit = cls.kit_class()
         config = load_debugger_config(
-            config_path, framework=cls.framework, task=task, dump_path=dump_path, level=level, step=step
+            config_path, framework=kit.name, task=task, dump_path=dump_path, level=level, step=step
         )
         running = BaseDebugger._active
         if running is not None and type(running) is cls and running.config == config:
             return running
-        hold = hold_for(config, cls.rank_lookup)
+        hold = hold_for(config, kit.current_rank)
         try:
             if running is not None:
                 logger.info("a new PrecisionDebugger with a different configuration takes over from the running one")
@@ -84,11 +74,9 @@ class BaseDebugger:
             debugger = super().__new__(cls)
             debugger.config = config
             debugger.model = model
-            debugger._session = None
-            debugger._grad_monitor = None
+            debugger.kit = kit
             debugger._hold = hold
-            if config.enable_dataloader:
-                logger.warning("enable_dataloader is deprecated: call start(), stop() and step() in the training loop")
+            debugger._runner = task_named(config.task).build(config, kit, debugger._finished)
             debugger._setup(config)
         except BaseException:
             hold.release()
@@ -97,76 +85,62 @@ class BaseDebugger:
         return debugger
 
     config: DebuggerConfig
-    _session: Session | None
-    _grad_monitor: Any
+    kit: FrameworkKit
+    _runner: Runner
     _hold: DumpPathHold | None
-    # The framework's answer to "which rank is this process" (None: no process group yet); asked at
-    # construction, before a launcher's environment (RANK, RANK_ID, ...), to pick the rank directory
-    # this run locks in its dump_path.
-    rank_lookup: Callable[[], int | None] | None = None
+
+    @classmethod
+    def running(cls) -> BaseDebugger | None:
+        """The debugger now collecting in this process, if any."""
+        return BaseDebugger._active
+
+    @property
+    def finished(self) -> bool:
+        """True once the last selected step is written and every hook removed."""
+        return self._runner.finished
+
+    @property
+    def interceptor(self) -> Any:
+        """The interceptor of a running collecting task (``module_dump`` steers it), else ``None``."""
+        if self._runner.finished:
+            return None
+        return getattr(self._runner, "interceptor", None)
 
     def _setup(self, config: DebuggerConfig) -> None:
-        raise NotImplementedError
+        """What a framework adds once the task is built (PyTorch: the deprecated DataLoader steps)."""
 
-    def _start_session(
-        self,
-        adapter: Any,
-        benchmark_ops: Any,
-        interceptor_cls: Any,
-        current_rank: Any,
-        on_finish: Any = lambda: None,
-    ) -> None:
-        """The session of a collecting task, with this framework's adapter and interceptor."""
-        collector, level = collector_for(self.config, adapter, benchmark_ops)
-
-        def finished() -> None:
-            on_finish()
-            self._release_hold()
-
-        self._session = Session(
-            self.config, collector, lambda sink: interceptor_cls(sink, level=level), current_rank, finished
-        )
-
-    def _start_grad_monitor(self, monitor_cls: Any) -> None:
-        """task grad_probe: this framework's gradient monitor, built from the grad_probe section."""
-        section, config = self.config.section, self.config
-        self._grad_monitor = monitor_cls(
-            config.dump_path, section.grad_level, section.param_list, section.bounds, config.step, config.rank
-        )
-
-    def _unsupported(self, what: str, supported: str) -> NotImplementedError:
-        return NotImplementedError(f"{what} is not available in msprobe-{self.framework} yet; supported: {supported}")
+    def _finished(self) -> None:
+        """The runner removed its hooks: undo what collection changed and leave the dump_path."""
+        self.kit.restore()
+        self._release_hold()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, model: Any = None) -> None:
         """Turn collection on for the current step (when step and rank select it)."""
-        if self._session is not None:
-            self._session.start(model if model is not None else self.model)
+        self._runner.start(model if model is not None else self.model)
 
     def stop(self) -> None:
         """Turn collection off; this step's files are complete on disk when this returns."""
-        if self._session is not None:
-            self._session.stop()
+        self._runner.stop()
 
     def step(self) -> None:
         """Move to the next step: call counters restart at 0."""
-        if self._session is not None:
-            self._session.step()
+        self._runner.step()
 
     def forward_backward_dump_end(self) -> None:
         """Stop API collection for the rest of this step (the optimizer is not collected)."""
-        if self._session is not None:
-            self._session.forward_backward_dump_end()
+        self._runner.forward_backward_dump_end()
 
-    def _require_grad_monitor(self) -> Any:
-        if self._grad_monitor is None:
+    def _gradient_monitor(self) -> Any:
+        monitor = getattr(self._runner, "monitor", None)
+        if monitor is None:
             raise RuntimeError(f"monitor() is for task grad_probe; this debugger runs task {self.config.task!r}")
-        return self._grad_monitor
+        return monitor
 
     def finish(self) -> None:
         """Write what is pending, remove every hook and leave the dump_path to the next run."""
-        if self._session is not None and not self._session.finished:
-            self._session.finish()
+        if not self._runner.finished:
+            self._runner.finish()
         self._release_hold()
         if BaseDebugger._active is self:
             BaseDebugger._active = None

@@ -6,15 +6,28 @@ and get the record at once. One pass each for max, min, sum and sum of squares; 
 on the host. Integers and float64 reduce in float64, float16 widens to float32 so sums cannot
 overflow, float32 stays float32 (as msprobe 1.1.1 writes it), complex values reduce over their
 absolute value, bool gives any/all.
+
+On an accelerator both adapters leave the statistics on the device as one row of :data:`STAT_COUNT`
+float64 numbers per tensor (a :class:`StatsHandle`) and bring many rows to the host in one transfer:
+:meth:`StatsAdapterBase.fetch` keeps the order of a batch mixing such handles with statistics already on
+the host, and :func:`stats_from_row` reads a row back. :func:`crc32_hex` is the checksum both write.
 """
 
 from __future__ import annotations
 
 import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from msprobe.core.records import TensorStats
+
+# The row a device reduction leaves: max, min, mean, norm, max over finite elements, min over finite
+# elements (for bool tensors: any, all, then zeros).
+STAT_COUNT = 6
 
 
 def array_stats(values: np.ndarray) -> TensorStats:
@@ -44,3 +57,54 @@ def with_finite_extremes(stats: TensorStats, flat: np.ndarray) -> TensorStats:
         stats.max_except_inf_nan = None if math.isfinite(stats.max) else float(finite.max())
         stats.min_except_inf_nan = None if math.isfinite(stats.min) else float(finite.min())
     return stats
+
+
+@dataclass
+class StatsHandle:
+    """Statistics in flight: ``values`` is a framework tensor of :data:`STAT_COUNT` float64 numbers
+    still on its device; ``is_bool`` selects the any/all reading of max/min."""
+
+    values: Any
+    is_bool: bool = False
+
+
+def stats_from_row(row: Sequence[float], is_bool: bool = False) -> TensorStats:
+    """The statistics of one fetched row; the finite extremes only where max/min are not finite and
+    some element was (a finite extreme that stayed infinite means none was)."""
+    if is_bool:
+        return TensorStats(bool(row[0]), bool(row[1]), None, None)
+    high, low, mean, norm, finite_high, finite_low = row
+    return TensorStats(
+        high,
+        low,
+        mean,
+        norm,
+        max_except_inf_nan=None if math.isfinite(high) or not math.isfinite(finite_high) else finite_high,
+        min_except_inf_nan=None if math.isfinite(low) or not math.isfinite(finite_low) else finite_low,
+    )
+
+
+class StatsAdapterBase:
+    """The framework-free half of a :class:`~msprobe.core.events.TensorAdapter`: which values are the
+    framework's tensors (``tensor_type``), and fetching a batch of statistics in one transfer. A
+    framework adapter supplies :meth:`transfer`: its device values → one row of numbers each."""
+
+    tensor_type: type = object
+
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, self.tensor_type)
+
+    def fetch(self, handles: Sequence[StatsHandle | TensorStats]) -> list[TensorStats]:
+        """The statistics of ``handles`` in their order: the :class:`StatsHandle` values go to the host in
+        one :meth:`transfer`; statistics that were computed on the host already are kept as they are."""
+        pending = [h.values for h in handles if isinstance(h, StatsHandle)]
+        rows = iter(self.transfer(pending) if pending else ())
+        return [h if isinstance(h, TensorStats) else stats_from_row(next(rows), h.is_bool) for h in handles]
+
+    def transfer(self, values: list[Any]) -> Sequence[Sequence[float]]:
+        raise NotImplementedError
+
+
+def crc32_hex(data: Any) -> str:
+    """CRC-32 of a bytes-like object as 8 lowercase hex digits (``summary_mode: md5``)."""
+    return f"{zlib.crc32(data) & 0xFFFFFFFF:08x}"

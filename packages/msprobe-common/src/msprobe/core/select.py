@@ -22,6 +22,7 @@ Decisions where the seed documents leave room (and where 1.1.1 surprised its use
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from msprobe.core.naming import BACKWARD, DIRECTIONS, FORWARD, EntryName, parse_name
 
@@ -194,3 +195,20 @@ def _data_mode(modes: Sequence[str]) -> tuple[frozenset[str], frozenset[str]]:
     parts = frozenset(m for m in modes if m in PARTS) or frozenset(PARTS)
     return directions, parts
 
+
+
+def selector_for(config: Any, *, scope_is_names: bool = False) -> Selector:
+    """The Selector a validated configuration asks for (sections without scope/list/data_mode select
+    everything). ``scope_is_names``: the section's ``scope`` lists full names to select, not a range
+    (free benchmark's ``scope``, as the seed defines it)."""
+    section = config.section
+    scope, names = getattr(section, "scope", ()), getattr(section, "api_list", ())
+    if scope_is_names:
+        scope, names = (), (*scope, *names)
+    return Selector(
+        steps=config.step,
+        ranks=config.rank,
+        scope=scope,
+        names=names,
+        data_mode=getattr(section, "data_mode", ("all",)),
+    )

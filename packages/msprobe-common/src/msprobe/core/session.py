@@ -174,6 +174,7 @@ class Session:
         make_interceptor: Callable[[CallSink], Interceptor],
         current_rank: Callable[[], int | None],
         on_finish: Callable[[], None] = lambda: None,
+        prepare_model: Callable[[Any], None] = lambda model: None,
     ) -> None:
         self.config = config
         self.collector = collector
@@ -182,6 +183,7 @@ class Session:
         self.interceptor = make_interceptor(self.sink)
         self._current_rank = current_rank
         self._on_finish = on_finish
+        self._prepare_model = prepare_model  # what the task changes in the model while it runs (dropout p)
         self.current_step = 0
         self.model: Any = None
         self.started = False
@@ -192,6 +194,8 @@ class Session:
         if self.finished or self.started:
             return
         self._attach(model)
+        if self.model is not None:
+            self._prepare_model(self.model)
         rank = self._current_rank()
         set_rank(rank)
         if not (self.selector.selects_step(self.current_step) and self.selector.selects_rank(rank)):

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import functools
 import math
-import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,20 +26,12 @@ import numpy as np
 import mindspore
 from mindspore import ops
 from msprobe.core.fileio import write_file
-from msprobe.core.host_stats import array_stats
+from msprobe.core.host_stats import STAT_COUNT, StatsAdapterBase, StatsHandle, array_stats, crc32_hex
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 
 _FLOAT64_REDUCED = (mindspore.float64, mindspore.int8, mindspore.int16, mindspore.int32, mindspore.int64,
                     mindspore.uint8, mindspore.uint16, mindspore.uint32, mindspore.uint64)
 _FLOAT32_REDUCED = (mindspore.float16, mindspore.bfloat16, mindspore.float32)
-
-
-@dataclass
-class StatsHandle:
-    """Statistics still on the device: ``values`` is a float64 tensor of six, or ``None`` when empty."""
-
-    kind: str  # "number" | "bool" | "empty"
-    values: Any
 
 
 def _reduction_input(tensor: mindspore.Tensor) -> mindspore.Tensor:
@@ -59,12 +49,10 @@ def _constants(dtype: mindspore.dtype.Type) -> tuple[mindspore.Tensor, ...]:
     return tuple(mindspore.Tensor(value, dtype) for value in (-math.inf, math.inf, math.nan))
 
 
-class MindSporeTensorAdapter:
+class MindSporeTensorAdapter(StatsAdapterBase):
     type_name = "mindspore.Tensor"
     tensor_suffix = ".npy"
-
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, mindspore.Tensor)
+    tensor_type = mindspore.Tensor
 
     def describe(self, tensor: mindspore.Tensor) -> TensorRecord:
         return TensorRecord(self.type_name, str(tensor.dtype), tuple(tensor.shape))
@@ -76,16 +64,11 @@ class MindSporeTensorAdapter:
             return array_stats(tensor.asnumpy())
         return device_stats(tensor)
 
-    def fetch(self, handles: list[StatsHandle | TensorStats]) -> list[TensorStats]:
-        pending = [h.values for h in handles if isinstance(h, StatsHandle) and h.kind != "empty"]
-        rows = iter(ops.stack(pending).asnumpy().tolist() if pending else [])
-        return [
-            h if isinstance(h, TensorStats) else _to_stats(h.kind, next(rows) if h.kind != "empty" else None)
-            for h in handles
-        ]
+    def transfer(self, values: list[mindspore.Tensor]) -> list[list[float]]:
+        return ops.stack(values).asnumpy().tolist()
 
     def checksum(self, tensor: mindspore.Tensor) -> str:
-        return f"{zlib.crc32(np.ascontiguousarray(tensor.asnumpy()).tobytes()) & 0xFFFFFFFF:08x}"
+        return crc32_hex(np.ascontiguousarray(tensor.asnumpy()).tobytes())
 
     def snapshot(self, tensor: mindspore.Tensor) -> mindspore.Tensor:
         return tensor.copy()
@@ -102,14 +85,14 @@ class MindSporeTensorAdapter:
         return NOT_HANDLED
 
 
-def device_stats(tensor: mindspore.Tensor) -> StatsHandle:
+def device_stats(tensor: mindspore.Tensor) -> StatsHandle | TensorStats:
     """The statistics as MindSpore ops, left on the tensor's device (GPU/Ascend; runs on CPU too)."""
     if tensor.size == 0:
-        return StatsHandle("empty", None)
+        return TensorStats(None, None, None, None)
     if tensor.dtype == mindspore.bool_:
         flat = tensor.reshape(-1)
         values = ops.stack([flat.any(), flat.all()]).astype(mindspore.float64)
-        return StatsHandle("bool", ops.concat([values, ops.zeros(4, mindspore.float64)]))
+        return StatsHandle(ops.concat([values, ops.zeros(STAT_COUNT - 2, mindspore.float64)]), is_bool=True)
     x = _reduction_input(tensor).reshape(-1)
     finite = ops.isfinite(x)
     neg_inf, pos_inf, nan = _constants(x.dtype)
@@ -120,22 +103,9 @@ def device_stats(tensor: mindspore.Tensor) -> StatsHandle:
         x.mean(), ops.sqrt(ops.reduce_sum(x * x)),
         ops.where(finite, x, neg_inf).max(), ops.where(finite, x, pos_inf).min(),
     ])
-    return StatsHandle("number", values.astype(mindspore.float64))
+    return StatsHandle(values.astype(mindspore.float64))
 
 
 def _on_host() -> bool:
     """True when MindSpore computes on the CPU, where tensors live in host memory."""
     return mindspore.get_context("device_target") == "CPU"
-
-
-def _to_stats(kind: str, row: list[float] | None) -> TensorStats:
-    if row is None:
-        return TensorStats(None, None, None, None)
-    if kind == "bool":
-        return TensorStats(bool(row[0]), bool(row[1]), None, None)
-    big, small, mean, norm, finite_big, finite_small = row
-    return TensorStats(
-        big, small, mean, norm,
-        max_except_inf_nan=None if math.isfinite(big) or not math.isfinite(finite_big) else finite_big,
-        min_except_inf_nan=None if math.isfinite(small) or not math.isfinite(finite_small) else finite_small,
-    )

@@ -22,10 +22,7 @@ norms (:func:`_norm`): a single float32 reduction drifts with the element count 
 
 from __future__ import annotations
 
-import math
 import weakref
-import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,20 +30,17 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from msprobe.core.fileio import link_written, write_file
-from msprobe.core.host_stats import array_stats, with_finite_extremes
+from msprobe.core.host_stats import (
+    STAT_COUNT,
+    StatsAdapterBase,
+    StatsHandle,
+    array_stats,
+    crc32_hex,
+    with_finite_extremes,
+)
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 
-_STAT_COUNT = 6  # max, min, mean, norm, finite max, finite min
 _RECENT_LIMIT = 4096  # tensors whose statistics are remembered for reuse
-
-
-@dataclass
-class StatsHandle:
-    """Statistics in flight: ``values`` is a device tensor of 6 float64 numbers, or ``None`` for an
-    empty tensor; ``is_bool`` selects the any/all reading of max/min."""
-
-    values: torch.Tensor | None
-    is_bool: bool = False
 
 
 def _reduction_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -142,14 +136,12 @@ class _Exact:
         self._no_function_modes.__exit__(*exc_info)
 
 
-class TorchTensorAdapter:
+class TorchTensorAdapter(StatsAdapterBase):
     """What the collector needs to know about and do with a ``torch.Tensor``."""
 
     type_name = "torch.Tensor"
     tensor_suffix = ".pt"
-
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, torch.Tensor)
+    tensor_type = torch.Tensor
 
     def describe(self, tensor: torch.Tensor) -> TensorRecord:
         with torch._C.DisableTorchFunction():  # even attribute reads reach a user's TorchFunctionMode
@@ -180,11 +172,13 @@ class TorchTensorAdapter:
         t = tensor.detach()  # detached: nothing below is recorded by autograd
         return _host_stats(t) if t.device.type == "cpu" else _device_stats(t)
 
-    def fetch(self, handles: list[StatsHandle | TensorStats]) -> list[TensorStats]:
-        pending = [h for h in handles if isinstance(h, StatsHandle)]
+    def transfer(self, values: list[torch.Tensor]) -> list[list[float]]:
+        """The 6 numbers of each device handle's values, brought to the host in one transfer."""
         with _Exact(None):
-            rows = iter(_fetch_rows(pending))
-        return [h if isinstance(h, TensorStats) else _to_stats(next(rows), h.is_bool) for h in handles]
+            if len({v.device for v in values}) > 1:
+                values = [v.cpu() for v in values]
+            flat = torch.cat(values).tolist()
+        return [flat[i : i + STAT_COUNT] for i in range(0, len(flat), STAT_COUNT)]
 
     def snapshot(self, tensor: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -245,18 +239,7 @@ def _crc32(tensor: torch.Tensor) -> str:
     t = tensor.detach().cpu().contiguous()
     if t.dtype == torch.bfloat16:  # numpy has no bfloat16: hash the same bytes as int16
         t = t.view(torch.int16)
-    return f"{zlib.crc32(memoryview(t.numpy()).cast('B')) & 0xFFFFFFFF:08x}"
-
-
-def _fetch_rows(handles: list[StatsHandle]) -> list[list[float]]:
-    """The 6 numbers of each device handle, brought to the host in one transfer."""
-    if not handles:
-        return []
-    values = [h.values for h in handles]
-    if len({v.device for v in values}) > 1:
-        values = [v.cpu() for v in values]
-    flat = torch.cat(values).tolist()
-    return [flat[i : i + _STAT_COUNT] for i in range(0, len(flat), _STAT_COUNT)]
+    return crc32_hex(memoryview(t.numpy()).cast("B"))
 
 
 def _device_stats(t: torch.Tensor) -> StatsHandle | TensorStats:
@@ -266,7 +249,7 @@ def _device_stats(t: torch.Tensor) -> StatsHandle | TensorStats:
     with torch.no_grad():
         if t.dtype == torch.bool:
             flags = torch.stack((t.any(), t.all())).to(torch.float64)
-            return StatsHandle(torch.cat((flags, flags.new_zeros(_STAT_COUNT - 2))), is_bool=True)
+            return StatsHandle(torch.cat((flags, flags.new_zeros(STAT_COUNT - 2))), is_bool=True)
         return StatsHandle(_float_stats(t))
 
 
@@ -290,24 +273,6 @@ def _host_stats(t: torch.Tensor) -> TensorStats:
     high, low, total, norm = torch.stack((high, low, flat.sum(), _norm(flat, t.shape))).tolist()
     stats = TensorStats(high, low, total / flat.numel(), norm)
     return with_finite_extremes(stats, flat.numpy())
-
-
-def _to_stats(row: list[float], is_bool: bool) -> TensorStats:
-    if is_bool:
-        return TensorStats(bool(row[0]), bool(row[1]), None, None)
-    hi, lo, mean, norm, finite_hi, finite_lo = row
-    return TensorStats(
-        hi,
-        lo,
-        mean,
-        norm,
-        max_except_inf_nan=None if math.isfinite(hi) else _finite_or_none(finite_hi),
-        min_except_inf_nan=None if math.isfinite(lo) else _finite_or_none(finite_lo),
-    )
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
 
 
 def _is_process_group(value: Any) -> bool:

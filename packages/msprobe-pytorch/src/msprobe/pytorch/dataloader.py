@@ -14,28 +14,27 @@ from typing import Any
 
 from torch.utils.data import dataloader
 
+from msprobe.core.handles import Handle, patch_attribute
 
-class DataLoaderSteps:
-    """Patches ``_BaseDataLoaderIter.__next__`` while installed; :meth:`remove` restores it."""
 
-    def __init__(self, debugger: Any) -> None:
-        self._debugger = debugger
-        self._original = dataloader._BaseDataLoaderIter.__next__
-        self._started = False
-        original, steps = self._original, self
+def install_dataloader_steps(debugger: Any) -> Handle:
+    """Patch ``_BaseDataLoaderIter.__next__`` so that each batch steps ``debugger``; the handle restores it."""
+    original = dataloader._BaseDataLoaderIter.__next__
+    started = False
 
-        def __next__(iterator: Any) -> Any:
-            steps.advance()
-            return original(iterator)
+    def advance() -> None:
+        nonlocal started
+        if started:
+            debugger.stop()
+            debugger.step()
+        started = True
+        debugger.start()
 
-        dataloader._BaseDataLoaderIter.__next__ = __next__
+    def __next__(iterator: Any) -> Any:
+        advance()
+        return original(iterator)
 
-    def advance(self) -> None:
-        if self._started:
-            self._debugger.stop()
-            self._debugger.step()
-        self._started = True
-        self._debugger.start()
+    return patch_attribute(dataloader._BaseDataLoaderIter, "__next__", __next__)
 
-    def remove(self) -> None:
-        dataloader._BaseDataLoaderIter.__next__ = self._original
+
+DataLoaderSteps = install_dataloader_steps  # the name pytorch/debugger.py imports until it uses the new one

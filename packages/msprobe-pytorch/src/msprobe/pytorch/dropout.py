@@ -11,29 +11,32 @@ from __future__ import annotations
 
 import torch
 
+from msprobe.core.handles import HandleGroup, patch_attribute
 from msprobe.core.log import logger
 
 _DROPOUT_TYPES = (torch.nn.modules.dropout._DropoutNd,)
 
 
-class DropoutOff:
-    """Sets ``p = 0`` on a model's dropout modules and restores it later."""
+def zero_dropout(model: torch.nn.Module) -> HandleGroup:
+    """Set ``p = 0`` on ``model``'s dropout modules (those not at 0 already); the handle restores each ``p``."""
+    changed = [m for m in model.modules() if isinstance(m, _DROPOUT_TYPES) and m.p]
+    handles = HandleGroup(patch_attribute(module, "p", 0.0) for module in changed)
+    if changed:
+        logger.info(
+            f"dropout probability set to 0 in {len(changed)} dropout module(s) while dumping, so that "
+            "runs on two devices can be compared; it is restored when the debugger finishes"
+        )
+    return handles
 
-    def __init__(self) -> None:
-        self._saved: dict[torch.nn.Module, float] = {}
+
+class DropoutOff(HandleGroup):
+    """The interface pytorch/debugger.py still uses (``apply`` per start, ``restore`` at the end), until it
+    keeps the handles of :func:`zero_dropout` itself."""
+
+    __slots__ = ()
 
     def apply(self, model: torch.nn.Module) -> None:
-        changed = [m for m in model.modules() if isinstance(m, _DROPOUT_TYPES) and m not in self._saved and m.p]
-        for module in changed:
-            self._saved[module] = module.p
-            module.p = 0.0
-        if changed:
-            logger.info(
-                f"dropout probability set to 0 in {len(changed)} dropout module(s) while dumping, so that "
-                "runs on two devices can be compared; it is restored when the debugger finishes"
-            )
+        self.add(zero_dropout(model))
 
     def restore(self) -> None:
-        for module, p in self._saved.items():
-            module.p = p
-        self._saved.clear()
+        self.remove()

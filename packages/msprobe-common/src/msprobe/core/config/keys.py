@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
+from dataclasses import fields
 
-from msprobe.core.config.model import SECTION_CLASSES, TASKS, json_keys
 from msprobe.core.log import logger
+from msprobe.core.tasks import task_named, task_names
 
 COMMON_KEYS = ("task", "dump_path", "rank", "step", "level", "enable_dataloader")
 # Keys of msprobe 1.0.x that 1.1.1 removed; old configs still carry them.
 RETIRED_COMMON_KEYS = ("acl_config", "seed", "is_deterministic")
 RETIRED_SECTION_KEYS = {"tensor": ("backward_input",)}
+
+
+def json_keys(section_class: type) -> tuple[str, ...]:
+    """The JSON keys of a section, in declaration order (attribute ``api_list`` is JSON ``list``)."""
+    return tuple("list" if field.name == "api_list" else field.name for field in fields(section_class))
 
 
 def _warn_unknown(key: str, path: str, known: Iterable[str]) -> None:
@@ -36,15 +42,16 @@ def warn_unused_keys(raw: Mapping[str, object], task: str) -> None:
     The section of ``task`` is validated elsewhere; another task's section that is not an object
     is only worth a warning, since it is not read.
     """
+    tasks = task_names()
     for key, value in raw.items():
         if key in RETIRED_COMMON_KEYS:
             _warn_retired(key)
-        elif key not in COMMON_KEYS and key not in TASKS:
-            _warn_unknown(key, key, COMMON_KEYS + TASKS)
-        elif key in TASKS and key != task and value is not None and not isinstance(value, Mapping):
+        elif key not in COMMON_KEYS and key not in tasks:
+            _warn_unknown(key, key, COMMON_KEYS + tasks)
+        elif key in tasks and key != task and value is not None and not isinstance(value, Mapping):
             logger.warning("config key %r should be an object {...}; ignored (task is %r)", key, task)
-        elif key in TASKS and isinstance(value, Mapping):
-            known = json_keys(SECTION_CLASSES[key])
+        elif key in tasks and isinstance(value, Mapping):
+            known = json_keys(task_named(key).section)
             retired = RETIRED_SECTION_KEYS.get(key, ())
             for section_key in value:
                 path = f"{key}.{section_key}"

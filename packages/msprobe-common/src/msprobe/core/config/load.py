@@ -19,13 +19,12 @@ from msprobe.core.config.model import (
     DEFAULT_TASK,
     FRAMEWORKS,
     LEVELS,
-    TASKS,
     DebuggerConfig,
 )
 from msprobe.core.config.rules import RuleContext, cross_field_problems
-from msprobe.core.config.sections import SECTION_PARSERS
 from msprobe.core.jsonfile import JsonFileError, MiB, load_json_file
 from msprobe.core.log import logger
+from msprobe.core.tasks import task_named, task_names
 
 CONFIG_MAX_BYTES = 16 * MiB  # a config.json is a few KB; anything this large is not one
 
@@ -85,7 +84,8 @@ def build_config(
     def reader_for(key: str) -> FieldReader:
         return from_arguments if key in arguments else from_file
 
-    task = reader_for("task").choice("task", TASKS, DEFAULT_TASK)
+    tasks = task_names()
+    task = reader_for("task").choice("task", tasks, DEFAULT_TASK)
     level = reader_for("level").choice("level", LEVELS, DEFAULT_LEVEL)
     dump_path = reader_for("dump_path").text("dump_path", DEFAULT_DUMP_PATH, non_empty=True)
     if for_debugger and "dump_path" not in reader_for("dump_path").invalid:  # the debugger writes there
@@ -98,12 +98,12 @@ def build_config(
             MISSING,
             "a non-empty string (required in a config file unless dump_path is passed as an argument)",
         )
-    if for_debugger and task == "run_ut":
+    if for_debugger and task_named(task).build is None:
         reader_for("task").report(
             "task",
             task,
-            f"{one_of(tuple(t for t in TASKS if t != 'run_ut'))}; run_ut configures the "
-            "`msprobe -f pytorch run_ut` command, not the debugger",
+            f"{one_of(tuple(t for t in tasks if task_named(t).build is not None))}; {task} configures the "
+            f"`msprobe -f {framework} {task}` command, not the debugger",
         )
     rank = from_file.indices("rank", ())
     step = reader_for("step").indices("step", ())
@@ -115,7 +115,7 @@ def build_config(
             "enable_dataloader is deprecated (as announced by msprobe 1.1.1); call start/stop/step instead"
         )
     section_reader = _section_reader(raw, task)
-    section = SECTION_PARSERS[task](section_reader)
+    section = task_named(task).parse(section_reader)
     context = RuleContext(
         framework=framework,
         task=task,
@@ -126,7 +126,10 @@ def build_config(
         invalid=frozenset(from_file.invalid | from_arguments.invalid | section_reader.invalid),
     )
     problems = (
-        from_file.problems + from_arguments.problems + section_reader.problems + cross_field_problems(context)
+        from_file.problems
+        + from_arguments.problems
+        + section_reader.problems
+        + cross_field_problems(context, task_named(task).rules)
     )
     if problems:
         raise ConfigError(problems, file=file)

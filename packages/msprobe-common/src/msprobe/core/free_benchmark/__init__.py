@@ -1,19 +1,21 @@
 """Free benchmark (SPEC 7): find unstable APIs without a second device by re-running them on
 perturbed inputs. The framework-free half: thresholds and comparison (:mod:`.compare`), preheat
-calibration (:mod:`.preheat`) and the collector that checks or fixes calls (:mod:`.collector`)."""
+calibration (:mod:`.preheat`), the collector that checks or fixes calls (:mod:`.collector`), and what a
+framework supplies, with the part of it that is the same for every framework (:mod:`.ops`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from msprobe.core.free_benchmark.collector import CSV_COLUMNS, CSV_FILE, BenchmarkOps, FreeBenchmarkCollector, Skip
+from msprobe.core.free_benchmark.collector import CSV_COLUMNS, CSV_FILE, FreeBenchmarkCollector, read_rows
 from msprobe.core.free_benchmark.compare import dtype_threshold, max_relative_error
+from msprobe.core.free_benchmark.ops import BenchmarkOps, FrameworkBenchmarkOps, Skip
 from msprobe.core.free_benchmark.preheat import Thresholds
-from msprobe.core.session import selector_for
+from msprobe.core.select import selector_for
 
 __all__ = [
-    "CSV_COLUMNS", "CSV_FILE", "BenchmarkOps", "FreeBenchmarkCollector", "Skip", "Thresholds",
-    "dtype_threshold", "free_benchmark_collector", "max_relative_error",
+    "CSV_COLUMNS", "CSV_FILE", "BenchmarkOps", "FrameworkBenchmarkOps", "FreeBenchmarkCollector", "Skip",
+    "Thresholds", "dtype_threshold", "free_benchmark_collector", "max_relative_error", "read_rows",
 ]
 
 
@@ -22,7 +24,7 @@ def free_benchmark_collector(config: Any, ops: BenchmarkOps) -> FreeBenchmarkCol
     section = config.section
     return FreeBenchmarkCollector(
         dump_path=config.dump_path,
-        selector=selector_for(config),
+        selector=selector_for(config, scope_is_names=True),
         ops=ops,
         pert_mode=section.pert_mode,
         handler_type=section.handler_type,

@@ -11,15 +11,18 @@ the perturbed (more precise) output, cast back, instead of the original.
 
 from __future__ import annotations
 
+import csv
 import math
+import os
+import weakref
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
-
-import numpy as np
+from typing import Any
 
 from msprobe.core.events import Call
 from msprobe.core.fileio import append_csv_rows, make_dir
 from msprobe.core.free_benchmark.compare import dtype_threshold, max_relative_error
+from msprobe.core.free_benchmark.ops import BenchmarkOps, Skip
 from msprobe.core.free_benchmark.preheat import Thresholds
 from msprobe.core.log import logger
 from msprobe.core.naming import parse_name
@@ -27,48 +30,29 @@ from msprobe.core.select import Selector
 
 CSV_FILE = "free_benchmark.csv"
 CSV_COLUMNS = ("rank", "pert_mode", "stage", "step", "api_name", "max_rel", "dtype", "shape", "output_index")
-_STATE = "msprobe.free_benchmark"
 
 
-class Skip(str):
-    """Why a call cannot be perturbed in this mode (returned by :meth:`BenchmarkOps.perturb`)."""
+def read_rows(path: str | os.PathLike) -> list[dict[str, str]]:
+    """The rows of a ``free_benchmark.csv`` as ``{column: text}`` (none when the file does not exist);
+    ``ValueError`` when its header is not :data:`CSV_COLUMNS`."""
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle)
+        header = tuple(next(reader, ()))
+        if header != CSV_COLUMNS:
+            raise ValueError(f"{path}: header {header!r} is not free benchmark's {CSV_COLUMNS!r}")
+        return [dict(zip(CSV_COLUMNS, row)) for row in reader]
 
 
-class BenchmarkOps(Protocol):
-    """What a framework supplies to the free benchmark."""
+@dataclass
+class _Pending:
+    """What the collector keeps of one selected call between its forward and its end (the forward's
+    end, or under ``fuzz_stage: backward`` its backward)."""
 
-    def is_tensor(self, value: Any) -> bool: ...
-
-    def perturb(self, mode: str, args: tuple, kwargs: dict) -> tuple[tuple, dict] | Skip:
-        """Perturbed copies of the arguments (the originals untouched), or why this call cannot take it."""
-
-    def before_call(self) -> Any:
-        """State to re-run under the same conditions as the original call (random number state)."""
-
-    def rerun(self, call: Call, args: tuple, kwargs: dict, state: Any, *, differentiable: bool) -> Any:
-        """``call.rerun`` under ``state``; the user's random streams are as before it afterwards.
-        ``differentiable=False``: detached from autograd."""
-
-    def float_outputs(self, output: Any) -> list[tuple[int, Any]]:
-        """``(index among the output's tensors, tensor)`` for every floating-point tensor."""
-
-    def as_float64(self, tensor: Any) -> np.ndarray: ...
-
-    def dtype_key(self, tensor: Any) -> str:
-        """``float16``, ``bfloat16``, ``float32``... (the threshold table's keys)."""
-
-    def describe(self, tensor: Any) -> tuple[str, tuple[int, ...]]:
-        """dtype as the dump writes it, and shape (the CSV's ``dtype`` and ``shape``)."""
-
-    def fixed(self, output: Any, perturbed: Any) -> Any:
-        """``perturbed`` cast back to the dtype and device of ``output``, same structure."""
-
-    def save_for_backward(self, args: tuple, kwargs: dict) -> Any:
-        """Inputs kept, detached, for recomputing gradients in the backward pass."""
-
-    def input_gradients(self, call: Call, saved: Any, mode: str, state: Any, grad_input: tuple) -> list | Skip:
-        """Gradients of the call's tensor inputs (argument order, ``None`` where none) when it runs on
-        perturbed inputs and ``grad_input`` flows into its outputs."""
+    call: weakref.ref  # the call itself, weakly: its id may be reused once it is gone
+    random_state: Any  # BenchmarkOps.before_call(), taken before the original call ran
+    saved: Any = None  # BenchmarkOps.save_for_backward(), once the forward has ended (backward stage)
 
 
 class FreeBenchmarkCollector:
@@ -100,6 +84,9 @@ class FreeBenchmarkCollector:
         self._rank: int | None = None
         self._active = False
         self._skips_logged: set[str] = set()
+        # id(call) → what is kept of a selected call until it is done; emptied at every step boundary,
+        # and an entry goes with its call when the call is gone (a backward that never came).
+        self._pending: dict[int, _Pending] = {}
 
     # ------------------------------------------------------------------ step lifecycle
     @property
@@ -116,6 +103,7 @@ class FreeBenchmarkCollector:
         self._step, self._rank, self._active = step, rank, True
 
     def end_step(self) -> None:
+        self._pending.clear()  # a call of this step is never judged in another
         if self._rows:
             make_dir(self.dump_path)
             append_csv_rows(self.csv_path, CSV_COLUMNS, self._rows)
@@ -132,22 +120,24 @@ class FreeBenchmarkCollector:
             return False
         if not self.thresholds.wants(_kind(call.name), self._step):
             return False
-        call.extra[_STATE] = self.ops.before_call()
+        self._keep(call)
         return self.fuzz_stage == "backward"
 
     def forward_end(self, call: Call, output: Any) -> Any:
-        if _STATE not in call.extra:
-            return None
         if self.fuzz_stage == "backward":
-            call.extra[_STATE] = (call.extra[_STATE], self.ops.save_for_backward(call.args, call.kwargs))
+            pending = self._kept(call)
+            if pending is not None:
+                pending.saved = self.ops.save_for_backward(call.args, call.kwargs)
             return None
-        state = call.extra.pop(_STATE)
+        pending = self._kept(call, done=True)
+        if pending is None:
+            return None
         perturbed_args = self.ops.perturb(self.pert_mode, call.args, call.kwargs)
         if isinstance(perturbed_args, Skip):
             self._skip(call.name, perturbed_args)
             return None
         fix = self.handler_type == "fix"
-        perturbed = self.ops.rerun(call, *perturbed_args, state, differentiable=fix)
+        perturbed = self.ops.rerun(call, *perturbed_args, pending.random_state, differentiable=fix)
         if fix:
             return self.ops.fixed(output, perturbed)
         self._judge(call, "forward", self.ops.float_outputs(output), self.ops.float_outputs(perturbed),
@@ -155,16 +145,37 @@ class FreeBenchmarkCollector:
         return None
 
     def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
-        if _STATE not in call.extra or not self._active:
+        pending = self._kept(call, done=True)
+        if pending is None or pending.saved is None or not self._active:
             return
-        state, saved = call.extra.pop(_STATE)
-        grads = self.ops.input_gradients(call, saved, self.pert_mode, state, grad_input)
+        grads = self.ops.input_gradients(call, pending.saved, self.pert_mode, pending.random_state, grad_input)
         if isinstance(grads, Skip):
             self._skip(call.name, grads)
             return
         original = [(i, g) for i, g in enumerate(grad_output) if g is not None]
         perturbed = [(i, g) for i, g in enumerate(grads) if g is not None]
         self._judge(call, "backward", original, perturbed, single=len(grad_output) == 1)
+
+    # ------------------------------------------------------------------ per-call state
+    def _keep(self, call: Call) -> None:
+        """Remember ``call`` with the random state it starts from."""
+        key, pending = id(call), self._pending
+
+        def gone(ref: weakref.ref) -> None:  # the call was freed before it was done
+            entry = pending.get(key)
+            if entry is not None and entry.call is ref:
+                del pending[key]
+
+        pending[key] = _Pending(weakref.ref(call, gone), self.ops.before_call())
+
+    def _kept(self, call: Call, *, done: bool = False) -> _Pending | None:
+        """What was kept of this very call (``None`` if nothing); ``done``: forget it."""
+        pending = self._pending.get(id(call))
+        if pending is None or pending.call() is not call:
+            return None
+        if done:
+            del self._pending[id(call)]
+        return pending
 
     # ------------------------------------------------------------------ internals
     def _judge(self, call: Call, stage: str, original: list, perturbed: list, *, single: bool) -> None:

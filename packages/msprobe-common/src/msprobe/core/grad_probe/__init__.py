@@ -1,7 +1,9 @@
-"""Grad probe, framework-free half: settings, the per-step summary files, and run-to-run comparison.
+"""Grad probe, framework-free half: settings, the monitor's bookkeeping, the per-step summary files, and
+run-to-run comparison.
 
-The framework packages compute gradient statistics on their device and hand plain numpy arrays to
-:func:`write_step`; :class:`GradComparator` reads two such outputs back and compares gradient signs.
+A framework's gradient monitor subclasses :class:`GradMonitorBase` and adds its hooks and device-side
+reductions; the base selects parameters, counts steps, keeps the pending step and writes it through
+:func:`write_step`. :class:`GradComparator` reads two such outputs back and compares gradient signs.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from msprobe.core.grad_probe.compare import (
     GradCompareResult,
     compare_command,
 )
+from msprobe.core.grad_probe.monitor import GradMonitorBase
 from msprobe.core.grad_probe.summary import (
     GRAD_LEVELS,
     GradProbeSettings,
     interval_labels,
     stat_width,
+    statistics_parts,
     summary_header,
     write_step,
 )
@@ -26,10 +30,12 @@ __all__ = [
     "GradCompareError",
     "GradCompareResult",
     "GradComparator",
+    "GradMonitorBase",
     "GradProbeSettings",
     "compare_command",
     "interval_labels",
     "stat_width",
+    "statistics_parts",
     "summary_header",
     "write_step",
 ]

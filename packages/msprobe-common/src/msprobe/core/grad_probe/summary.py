@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,6 +55,17 @@ def summary_header(grad_level: str, bounds: Sequence[float]) -> list[str]:
 def stat_width(grad_level: str, bounds: Sequence[float]) -> int:
     """Length of one parameter's statistics vector (see the module docstring)."""
     return 3 + (len(bounds) + 2 if grad_level == "L2" else 0)
+
+
+def statistics_parts(grad: Any, norm: Any, bounds: Sequence[float] | None) -> list[Any]:
+    """One gradient's statistics in the layout above, as 0-d tensors of its own framework, still on its
+    device: ``grad`` is any tensor with ``max()``, ``min()``, comparisons and ``sum()`` (torch, MindSpore,
+    numpy); ``norm`` is its norm, computed by the framework; ``bounds`` is ``None`` below L2."""
+    parts = [grad.max(), grad.min(), norm]
+    if bounds is not None:
+        parts += [(grad <= bound).sum() for bound in bounds]
+        parts += [(grad > bounds[-1]).sum(), (grad == 0).sum()]
+    return parts
 
 
 def gradient_checksum(values: np.ndarray) -> str:

@@ -13,39 +13,22 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from msprobe.core.handles import HandleGroup, patch_attribute
 from msprobe.mindspore.hooks.catalog import ApiTarget
-
-_INHERITED = object()
 
 RunApi = Callable[[str, str, Callable, tuple, dict, bool], Any]
 """``run_api(prefix, api, original, args, kwargs, mutates_inputs)``: record (when not busy) and call."""
 
 
 class ApiPatches:
-    """The wrappers for a list of targets; :meth:`install` and :meth:`restore` swap them in and out."""
+    """The wrappers for a list of targets, built once; :meth:`install` swaps them in."""
 
     def __init__(self, targets: list[ApiTarget], run_api: RunApi) -> None:
-        self._entries = []
-        for target in targets:
-            own = vars(target.owner).get(target.attr, _INHERITED) if isinstance(target.owner, type) \
-                else getattr(target.owner, target.attr)
-            original = getattr(target.owner, target.attr)
-            wrapper = _make_wrapper(target, original, run_api)
-            self._entries.append((target, own, wrapper))
-        self.installed = False
+        self._wrappers = [(t, _make_wrapper(t, getattr(t.owner, t.attr), run_api)) for t in targets]
 
-    def install(self) -> None:
-        for target, _, wrapper in self._entries:
-            setattr(target.owner, target.attr, wrapper)
-        self.installed = True
-
-    def restore(self) -> None:
-        for target, own, _ in self._entries:
-            if own is _INHERITED:
-                delattr(target.owner, target.attr)
-            else:
-                setattr(target.owner, target.attr, own)
-        self.installed = False
+    def install(self) -> HandleGroup:
+        """Put every wrapper in place; the handle restores the originals exactly."""
+        return HandleGroup(patch_attribute(target.owner, target.attr, wrapper) for target, wrapper in self._wrappers)
 
 
 def _make_wrapper(target: ApiTarget, original: Callable, run_api: RunApi) -> Callable:

@@ -1,19 +1,20 @@
 """Cell forward and backward hooks for L0 and mix (``Cell.{path}.{Class}.{direction}.{count}``).
 
-The hooks exist only while recording (registered by :meth:`CellHooks.install`, removed by
-:meth:`CellHooks.restore`), so an idle model runs without them. A cell may run several times in a step;
+The hooks exist only while recording (registered by :meth:`CellHooks.install`, removed by the handle it
+returns), so an idle model runs without them. A cell may run several times in a step;
 its backward hooks fire in the reverse order of its forwards, so each cell keeps a stack of the forward
 calls still waiting for their backward.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from mindspore import nn
 from msprobe.core.calls import Started
 from msprobe.core.events import Call
+from msprobe.core.handles import Handle, HandleGroup, Removable
 from msprobe.core.naming import safe_module_parts
 
 CellStart = Callable[[str, str, tuple], "Started | None"]
@@ -29,21 +30,19 @@ class CellHooks:
         self._cells = [(path, cell) for path, cell in model.cells_and_names() if path]
         self._start, self._end, self._backward = start, end, backward
         self._wants_backward = wants_backward
-        self._handles: list = []
         self._running: dict[int, list[Started | None]] = {}
         self._awaiting_backward: dict[int, list[Call]] = {}
 
-    def install(self) -> None:
-        for path, cell in self._cells:
-            self._handles.append(cell.register_forward_pre_hook(self._pre_hook(path)))
-            self._handles.append(cell.register_forward_hook(self._post_hook))
-            self._handles.append(cell.register_backward_hook(self._backward_hook))
+    def install(self) -> HandleGroup:
+        """Register the hooks; the handle removes them and forgets the calls still pending."""
+        return HandleGroup(self._register())
 
-    def restore(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
-        self.forget_pending()
+    def _register(self) -> Iterator[Removable]:
+        yield Handle(self.forget_pending)
+        for path, cell in self._cells:
+            yield cell.register_forward_pre_hook(self._pre_hook(path))
+            yield cell.register_forward_hook(self._post_hook)
+            yield cell.register_backward_hook(self._backward_hook)
 
     def forget_pending(self) -> None:
         """Drop forwards whose backward never came (a step without backward, an exception)."""

@@ -5,8 +5,9 @@
 (:mod:`.jit`) and per-call backward taps (:mod:`.backward`), and reports what they see through core's
 :class:`~msprobe.core.calls.CallReporter` — the same sequence the PyTorch interceptor uses.
 
-Everything is installed by :meth:`Interceptor.enable` and removed by :meth:`Interceptor.disable`, so
-a disabled interceptor costs nothing. The reporter is paused while a recorded call runs and while the
+Everything is installed by :meth:`Interceptor.enable`, each part returning a
+:class:`~msprobe.core.handles.Handle`, and removed through them by :meth:`Interceptor.disable`, so a
+disabled interceptor costs nothing. The reporter is paused while a recorded call runs and while the
 sink works: calls made then are neither recorded nor counted (outermost calls only, SPEC 4.1).
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 from mindspore import nn
 from msprobe.core.calls import CallReporter, Level, Started
 from msprobe.core.events import CallSink
+from msprobe.core.handles import Handle, HandleGroup
 from msprobe.mindspore.hooks.api_patch import ApiPatches
 from msprobe.mindspore.hooks.backward import (
     BackwardTap,
@@ -28,7 +30,7 @@ from msprobe.mindspore.hooks.backward import (
 )
 from msprobe.mindspore.hooks.catalog import api_targets
 from msprobe.mindspore.hooks.cells import CellHooks
-from msprobe.mindspore.hooks.jit import JitPatch
+from msprobe.mindspore.hooks.jit import patch_jit
 from msprobe.mindspore.hooks.primitives import PrimitiveTaps
 
 
@@ -40,9 +42,9 @@ class Interceptor:
         # the sink's own ops (statistics, copies) stay out of the gradient graph
         self._reporter = CallReporter(sink, quiet=grad_recording_off)
         self._api_patches = ApiPatches(api_targets(), self._run_api) if self._level.apis else None
-        self._jit = JitPatch(self._run_api) if self._level.apis else None
         self._cells: CellHooks | None = None
         self._primitives: PrimitiveTaps | None = None
+        self._installed = HandleGroup()  # everything enable() put in place
 
     @property
     def enabled(self) -> bool:
@@ -70,16 +72,14 @@ class Interceptor:
     def enable(self) -> None:
         if self.enabled:
             return
-        for part in self._parts():
-            part.install()
+        self._installed = HandleGroup(install() for install in self._installers())
         self._reporter.active = True
 
     def disable(self) -> None:
         if not self.enabled:
             return
         self._reporter.active = False
-        for part in self._parts():
-            part.restore()
+        self._installed.remove()
 
     def reset_counts(self) -> None:
         """Next step: counts start again from 0 and forwards still waiting for a backward are dropped."""
@@ -92,9 +92,12 @@ class Interceptor:
         self.disable()
         self._cells = self._primitives = None
 
-    def _parts(self) -> list:
-        parts = [self._api_patches, self._jit, self._cells, self._primitives]
-        return [part for part in parts if part is not None]
+    def _installers(self) -> list[Callable[[], Handle]]:
+        installers: list[Callable[[], Handle]] = []
+        if self._api_patches is not None:
+            installers += [self._api_patches.install, lambda: patch_jit(self._run_api)]
+        installers += [part.install for part in (self._cells, self._primitives) if part is not None]
+        return installers
 
     # recording -----------------------------------------------------------------------------------
 

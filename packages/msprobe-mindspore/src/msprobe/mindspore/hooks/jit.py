@@ -11,27 +11,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from msprobe.core.handles import Handle, patch_attribute
 from msprobe.mindspore.hooks.api_patch import RunApi
 from msprobe.mindspore.private_api import _JitExecutor
 
 
-class JitPatch:
-    def __init__(self, run_api: RunApi) -> None:
-        self._original = _JitExecutor.__call__
-        original = self._original
+def patch_jit(run_api: RunApi) -> Handle:
+    """Route every ``@jit`` call through ``run_api``; the handle puts MindSpore's runner back."""
+    original = _JitExecutor.__call__
 
-        def call(executor: _JitExecutor, *args: Any, **kwargs: Any) -> Any:
-            name = getattr(executor.fn, "__name__", "jit")
-            if executor.obj is None:
-                return run_api("Jit", name, lambda *a, **k: original(executor, *a, **k), args, kwargs, False)
-            owner, rest = args[0], args[1:]
-            return run_api("Jit", name, lambda *a, **k: original(executor, owner, *a, **k), rest, kwargs,
-                           False)
+    def call(executor: _JitExecutor, *args: Any, **kwargs: Any) -> Any:
+        name = getattr(executor.fn, "__name__", "jit")
+        if executor.obj is None:
+            return run_api("Jit", name, lambda *a, **k: original(executor, *a, **k), args, kwargs, False)
+        owner, rest = args[0], args[1:]
+        return run_api("Jit", name, lambda *a, **k: original(executor, owner, *a, **k), rest, kwargs, False)
 
-        self._replacement = call
-
-    def install(self) -> None:
-        _JitExecutor.__call__ = self._replacement
-
-    def restore(self) -> None:
-        _JitExecutor.__call__ = self._original
+    return patch_attribute(_JitExecutor, "__call__", call)

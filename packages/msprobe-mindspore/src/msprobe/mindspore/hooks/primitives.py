@@ -13,6 +13,7 @@ from typing import Any
 
 from mindspore import nn
 from mindspore.ops import Primitive
+from msprobe.core.handles import HandleGroup, patch_attribute
 from msprobe.mindspore.hooks.api_patch import RunApi
 
 
@@ -41,12 +42,9 @@ class PrimitiveTaps:
                 # private attributes are MindSpore's own (the primitive behind cell backward hooks)
                 if isinstance(value, Primitive) and not attr.startswith("_"):
                     api = f"{attr}.{type(value).__name__}"
-                    self._slots.append((cell, attr, value, _PrimitiveCall(value, api, run_api)))
+                    self._slots.append((cell, attr, _PrimitiveCall(value, api, run_api)))
 
-    def install(self) -> None:
-        for cell, attr, _, stand_in in self._slots:
-            object.__setattr__(cell, attr, stand_in)
-
-    def restore(self) -> None:
-        for cell, attr, primitive, _ in self._slots:
-            object.__setattr__(cell, attr, primitive)
+    def install(self) -> HandleGroup:
+        """Shadow each primitive attribute with its stand-in; the handle puts the primitives back."""
+        return HandleGroup(patch_attribute(cell, attr, stand_in, set_attr=object.__setattr__)
+                           for cell, attr, stand_in in self._slots)

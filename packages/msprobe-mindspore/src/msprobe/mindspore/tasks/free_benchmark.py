@@ -1,4 +1,5 @@
-"""MindSpore's :class:`~msprobe.core.free_benchmark.BenchmarkOps` (PyNative mode).
+"""MindSpore's :class:`~msprobe.core.free_benchmark.BenchmarkOps` (PyNative mode): the MindSpore
+operations under the framework-free :class:`~msprobe.core.free_benchmark.FrameworkBenchmarkOps`.
 
 The perturbations mirror PyTorch's (``msprobe.pytorch.tasks.perturb``) minus ``to_cpu``; ``bit_noise``
 on bfloat16 is skipped with a log line (no same-width integer view of bf16 here). A check-mode re-run
@@ -21,7 +22,7 @@ import numpy as np
 import mindspore
 from mindspore import ops
 from msprobe.core.events import Call
-from msprobe.core.free_benchmark import Skip
+from msprobe.core.free_benchmark import FrameworkBenchmarkOps, Skip
 from msprobe.core.free_benchmark.compare import NOISE
 from msprobe.core.tree import map_tensors, tensors_in
 from msprobe.mindspore.hooks.backward import TensorSlots, grad_recording_as, grad_recording_off, rebuild
@@ -30,20 +31,6 @@ from msprobe.mindspore.private_api import KERNEL_SEEDS
 _INT_OF = {mindspore.float16: mindspore.int16, mindspore.float32: mindspore.int32,
            mindspore.float64: mindspore.int64}
 MODES = ("improve_precision", "add_noise", "bit_noise", "no_change", "change_value")
-
-
-def random_state() -> tuple:
-    """The generator state, and the per-kernel seed counters that the seeded random ops (``ops.dropout``,
-    ``ops.uniform``...) draw from and advance on every call: restoring only the generator would let a
-    re-run of ``dropout`` draw another mask and shift the user's later masks."""
-    return mindspore.get_rng_state(), dict(KERNEL_SEEDS)
-
-
-def set_random_state(state: tuple) -> None:
-    generator, kernel_seeds = state
-    mindspore.set_rng_state(generator)
-    KERNEL_SEEDS.clear()
-    KERNEL_SEEDS.update(kernel_seeds)
 
 
 def _dtype_key(tensor: mindspore.Tensor) -> str:
@@ -77,56 +64,36 @@ def _perturbation(mode: str, t: mindspore.Tensor) -> mindspore.Tensor | Skip | N
     raise ValueError(f"pert_mode {mode!r}: give one of {', '.join(MODES)} (MindSpore)")
 
 
-class MindSporeBenchmarkOps:
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, mindspore.Tensor)
+class MindSporeBenchmarkOps(FrameworkBenchmarkOps):
+    modes = MODES
+    tensor_type = mindspore.Tensor
 
-    def perturb(self, mode: str, args: tuple, kwargs: dict) -> tuple[tuple, dict] | Skip:
-        outcome: dict[str, Any] = {"changed": False, "skip": None}
+    def perturb_tensor(self, mode: str, t: mindspore.Tensor) -> mindspore.Tensor | Skip | None:
+        return _perturbation(mode, t) if t.is_floating_point() else None
 
-        def one(t: mindspore.Tensor) -> mindspore.Tensor:
-            if not t.is_floating_point():
-                return t
-            new = _perturbation(mode, t)
-            if isinstance(new, Skip):
-                outcome["skip"] = new
-                return t
-            if new is None:
-                return t
-            outcome["changed"] = True
-            return new
+    def random_state(self) -> tuple:
+        """The generator state, and the per-kernel seed counters that the seeded random ops
+        (``ops.dropout``, ``ops.uniform``...) draw from and advance on every call: restoring only the
+        generator would let a re-run of ``dropout`` draw another mask and shift the user's later masks."""
+        return mindspore.get_rng_state(), dict(KERNEL_SEEDS)
 
-        perturbed = map_tensors((args, kwargs), self.is_tensor, one)
-        if outcome["skip"] is not None:
-            return outcome["skip"]
-        return perturbed if outcome["changed"] else Skip("no input this pert_mode can change")
+    def set_random_state(self, state: tuple) -> None:
+        generator, kernel_seeds = state
+        mindspore.set_rng_state(generator)
+        KERNEL_SEEDS.clear()
+        KERNEL_SEEDS.update(kernel_seeds)
 
-    def before_call(self) -> tuple:
-        return random_state()
+    def no_grad(self) -> grad_recording_off:
+        return grad_recording_off()
 
-    def rerun(self, call: Call, args: tuple, kwargs: dict, state: tuple, *, differentiable: bool) -> Any:
-        after = random_state()
-        set_random_state(state)
-        try:
-            if differentiable:
-                return call.rerun(*args, **kwargs)
-            with grad_recording_off():
-                return call.rerun(*args, **kwargs)
-        finally:
-            set_random_state(after)
-
-    def float_outputs(self, output: Any) -> list[tuple[int, mindspore.Tensor]]:
-        tensors = tensors_in(output, self.is_tensor)
-        return [(i, t) for i, t in enumerate(tensors) if t.is_floating_point()]
+    def is_float(self, t: mindspore.Tensor) -> bool:
+        return t.is_floating_point()
 
     def as_float64(self, tensor: mindspore.Tensor) -> np.ndarray:
         return tensor.astype(mindspore.float64).asnumpy()
 
     def dtype_key(self, tensor: mindspore.Tensor) -> str:
         return _dtype_key(tensor)
-
-    def describe(self, tensor: mindspore.Tensor) -> tuple[str, tuple[int, ...]]:
-        return str(tensor.dtype), tuple(tensor.shape)
 
     def fixed(self, output: Any, perturbed: Any) -> Any:
         originals = tensors_in(output, self.is_tensor)

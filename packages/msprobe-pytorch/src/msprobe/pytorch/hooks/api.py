@@ -8,7 +8,7 @@ and calls our sink makes are never seen: only outermost calls are recorded.
 
 One thing the mode cannot see is which *spelling* of an operator was used: ``x + y`` arrives as
 ``TensorBase.add``. While collecting we therefore put thin wrappers on the operator dunders of
-``torch.Tensor`` that only leave a name hint (``__add__``), and restore the originals on disable.
+``torch.Tensor`` that only leave a name hint (``__add__``); their handle restores the originals on disable.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from msprobe.core.handles import Handle, HandleGroup, patch_attribute
 from msprobe.pytorch.hooks.api_names import OPERATOR_DUNDERS, build_api_table, is_mutating
 from msprobe.pytorch.hooks.recorder import Recorder
 
@@ -69,45 +70,32 @@ class ApiMode(TorchFunctionMode):
         return recorder.finish(pending, func(*args, **kwargs))
 
 
-class OperatorNames:
-    """Installs (and removes) the name-hint wrappers on ``torch.Tensor``'s operator dunders."""
+def push_mode(mode: ApiMode) -> Handle:
+    """Put ``mode`` on the function-mode stack; the handle takes it off again."""
+    mode.__enter__()
+    return Handle(lambda: mode.__exit__(None, None, None))
 
-    def __init__(self, mode: ApiMode) -> None:
-        self._mode = mode
-        self._originals: dict[str, Any] = {}
 
-    def install(self) -> None:
-        for name in OPERATOR_DUNDERS:
-            original = torch.Tensor.__dict__.get(name)
-            if original is None:
-                original = getattr(torch.Tensor, name, None)
-            if original is None or name in self._originals:
-                continue
-            self._originals[name] = torch.Tensor.__dict__.get(name)
-            setattr(torch.Tensor, name, self._wrapper(name, getattr(torch.Tensor, name)))
+def install_operator_names(mode: ApiMode) -> HandleGroup:
+    """Put the name-hint wrappers on ``torch.Tensor``'s operator dunders; the handle restores the originals
+    (deleting the attribute again where ``Tensor`` inherited it from ``TensorBase``)."""
+    found = [(name, getattr(torch.Tensor, name, None)) for name in OPERATOR_DUNDERS]
+    return HandleGroup(patch_attribute(torch.Tensor, name, _hinted(mode, name, original))
+                       for name, original in found if original is not None)
 
-    def remove(self) -> None:
-        for name, original in self._originals.items():
-            if original is None:
-                delattr(torch.Tensor, name)  # it was inherited from TensorBase
-            else:
-                setattr(torch.Tensor, name, original)
-        self._originals.clear()
 
-    def _wrapper(self, name: str, original: Any) -> Any:
-        mode = self._mode
+def _hinted(mode: ApiMode, name: str, original: Any) -> Any:
+    def hinted(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        mode.hint = name
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            mode.hint = None
 
-        def hinted(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            mode.hint = name
-            try:
-                return original(self, *args, **kwargs)
-            finally:
-                mode.hint = None
+    def operator(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():  # see outside_dynamo
+            return outside_dynamo(hinted, self, *args, **kwargs)
+        return hinted(self, *args, **kwargs)
 
-        def operator(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            if torch.compiler.is_compiling():  # see outside_dynamo
-                return outside_dynamo(hinted, self, *args, **kwargs)
-            return hinted(self, *args, **kwargs)
-
-        operator.__name__ = operator.__qualname__ = name
-        return operator
+    operator.__name__ = operator.__qualname__ = name
+    return operator

@@ -5,7 +5,7 @@ snapshots what it needs) and, as the output, the tensor arguments after the call
 (``async_op=True``) returns a work handle we do not wait on: waiting would change the overlap of
 communication and compute the user asked for, so its output is the handle itself.
 
-Wrappers are installed on ``torch.distributed`` while collecting and the originals put back after.
+Wrappers are installed on ``torch.distributed`` while collecting; their handle puts the originals back.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from msprobe.core.handles import HandleGroup, patch_attribute
 from msprobe.pytorch.hooks.recorder import Recorder
 
 COLLECTIVES = (
@@ -24,41 +25,27 @@ COLLECTIVES = (
 )  # fmt: skip
 
 
-class CollectiveWrappers:
-    def __init__(self, recorder: Recorder) -> None:
-        self._recorder = recorder
-        self._originals: dict[str, Any] = {}
+def install_collectives(recorder: Recorder) -> HandleGroup:
+    """Wrap the collectives of ``torch.distributed``; the handle puts the originals back."""
+    dist = torch.distributed
+    found = [(name, getattr(dist, name, None)) for name in COLLECTIVES] if dist.is_available() else []
+    return HandleGroup(patch_attribute(dist, name, _wrapper(recorder, name, original))
+                       for name, original in found if original is not None)
 
-    def install(self) -> None:
-        dist = torch.distributed
-        if self._originals or not dist.is_available():
-            return
-        for name in COLLECTIVES:
-            original = getattr(dist, name, None)
-            if original is not None:
-                self._originals[name] = original
-                setattr(dist, name, self._wrapper(name, original))
 
-    def remove(self) -> None:
-        for name, original in self._originals.items():
-            setattr(torch.distributed, name, original)
-        self._originals.clear()
+def _wrapper(recorder: Recorder, api: str, original: Any) -> Any:
+    @functools.wraps(original)
+    def collective(*args: Any, **kwargs: Any) -> Any:
+        if not recorder.sees_calls:
+            return original(*args, **kwargs)
+        pending = recorder.begin_api("Distributed", api, args, kwargs, mutates=True, differentiable=False)
+        with recorder.pause():  # torch code inside the collective is not the user's
+            result = original(*args, **kwargs)
+        if kwargs.get("async_op", False):
+            recorder.finish(pending, result)
+        else:
+            tensors = [a for a in args if isinstance(a, (torch.Tensor, list))]
+            recorder.finish(pending, result if result is not None else tensors)
+        return result
 
-    def _wrapper(self, api: str, original: Any) -> Any:
-        recorder = self._recorder
-
-        @functools.wraps(original)
-        def collective(*args: Any, **kwargs: Any) -> Any:
-            if not recorder.sees_calls:
-                return original(*args, **kwargs)
-            pending = recorder.begin_api("Distributed", api, args, kwargs, mutates=True, differentiable=False)
-            with recorder.pause():  # torch code inside the collective is not the user's
-                result = original(*args, **kwargs)
-            if kwargs.get("async_op", False):
-                recorder.finish(pending, result)
-            else:
-                tensors = [a for a in args if isinstance(a, (torch.Tensor, list))]
-                recorder.finish(pending, result if result is not None else tensors)
-            return result
-
-        return collective
+    return collective

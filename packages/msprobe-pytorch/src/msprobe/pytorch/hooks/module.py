@@ -5,17 +5,19 @@ Backward entries use the same capture as APIs (``backward.py``) instead of
 which makes its outputs views created in a custom Function (a later ``self.fc(x).relu_()`` raises),
 changes the order in which gradients are summed, and cannot serve in-place modules.
 
-Hooks are registered on ``install`` and removed on ``remove``, so a model that is attached but not
+Hooks are registered by ``install`` and taken off by the handle it returns, so a model that is attached but not
 collecting runs ``Module.__call__``'s hook-free fast path. Calls of one module nest (recursion, a
 shared module called inside itself), so each module keeps a stack of pending calls.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
+from msprobe.core.handles import Handle, HandleGroup, Removable
 from msprobe.core.naming import safe_module_parts
 from msprobe.pytorch.hooks.api import outside_dynamo
 from msprobe.pytorch.hooks.recorder import Pending, Recorder
@@ -53,7 +55,6 @@ class ModuleHooks:
         self._recorder = recorder
         self._model = model
         self._as_name = as_name
-        self._handles: list[Any] = []
         self._pending: dict[int, list[Pending]] = {}
 
     def _named_modules(self) -> list[tuple[str, torch.nn.Module]]:
@@ -62,24 +63,17 @@ class ModuleHooks:
         # the root model is not named (SPEC 4.1)
         return [(path, module) for path, module in self._model.named_modules() if path]
 
-    def install(self) -> None:
-        if self._handles:
-            return
+    def install(self) -> HandleGroup:
+        """Register the hooks; the handle removes them and forgets the calls still pending."""
+        return HandleGroup(self._register())
+
+    def _register(self) -> Iterator[Removable]:
+        yield Handle(self._pending.clear)
         for path, module in self._named_modules():
             # a module registered as ".." or "a/b" is named repaired rather than raising in the forward
             safe_path, cls = safe_module_parts(path, type(module).__name__)
-            self._handles.append(
-                module.register_forward_pre_hook(_Hook(self._pre_hook(safe_path, cls)), with_kwargs=True)
-            )
-            self._handles.append(
-                module.register_forward_hook(_Hook(self._post_hook()), with_kwargs=True)
-            )
-
-    def remove(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
-        self._pending.clear()
+            yield module.register_forward_pre_hook(_Hook(self._pre_hook(safe_path, cls)), with_kwargs=True)
+            yield module.register_forward_hook(_Hook(self._post_hook()), with_kwargs=True)
 
     def _pre_hook(self, path: str, cls: str) -> Any:
         recorder = self._recorder

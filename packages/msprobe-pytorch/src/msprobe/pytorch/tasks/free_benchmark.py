@@ -1,14 +1,13 @@
-"""PyTorch's :class:`~msprobe.core.free_benchmark.BenchmarkOps`: perturb, re-run, compare, fix.
+"""PyTorch's :class:`~msprobe.core.free_benchmark.BenchmarkOps`: the torch operations under the
+framework-free :class:`~msprobe.core.free_benchmark.FrameworkBenchmarkOps`.
 
 A re-run must not change the user's run (SPEC 4, 7): in ``check`` mode it runs under ``no_grad``, so
-nothing joins the user's graph, and every re-run happens under the random number state the original
-call started from — ``dropout`` draws the same mask, so only the perturbation differs — after which
-the state the original call left is put back, so the user's random streams go on as without msprobe.
+nothing joins the user's graph, and under the random state the original call started from (CPU and
+CUDA generators), which the core puts back afterwards.
 """
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -16,73 +15,42 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from msprobe.core.events import Call
-from msprobe.core.free_benchmark import Skip
+from msprobe.core.free_benchmark import FrameworkBenchmarkOps, Skip
 from msprobe.core.tree import map_tensors, tensors_in
 from msprobe.pytorch.tasks.perturb import PERTURBATIONS
 
 
-def rng_state() -> tuple:
-    """CPU generator state, and the CUDA generators' once CUDA is initialised."""
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-    return torch.get_rng_state(), cuda
+class TorchBenchmarkOps(FrameworkBenchmarkOps):
+    modes = tuple(PERTURBATIONS)
+    tensor_type = torch.Tensor
 
+    def perturb_tensor(self, mode: str, t: torch.Tensor) -> torch.Tensor | None:
+        if mode != "to_cpu" and not t.is_floating_point():
+            return None
+        return PERTURBATIONS[mode](t)
 
-def set_rng_state(state: tuple) -> None:
-    cpu, cuda = state
-    torch.set_rng_state(cpu)
-    if cuda is not None:
-        torch.cuda.set_rng_state_all(cuda)
+    def random_state(self) -> tuple:
+        """CPU generator state, and the CUDA generators' once CUDA is initialised."""
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        return torch.get_rng_state(), cuda
 
+    def set_random_state(self, state: tuple) -> None:
+        cpu, cuda = state
+        torch.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
-class TorchBenchmarkOps:
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, torch.Tensor)
+    def no_grad(self) -> torch.no_grad:
+        return torch.no_grad()
 
-    def perturb(self, mode: str, args: tuple, kwargs: dict) -> tuple[tuple, dict] | Skip:
-        perturbation = PERTURBATIONS.get(mode)
-        if perturbation is None:
-            raise ValueError(f"pert_mode {mode!r}: give one of {', '.join(PERTURBATIONS)}")
-        changed = False
-
-        def one(t: torch.Tensor) -> torch.Tensor:
-            nonlocal changed
-            if mode != "to_cpu" and not t.is_floating_point():
-                return t
-            new = perturbation(t)
-            if new is None:
-                return t
-            changed = True
-            return new
-
-        perturbed = map_tensors((args, kwargs), self.is_tensor, one)
-        if not changed:
-            return Skip("no input this pert_mode can change")
-        return perturbed
-
-    def before_call(self) -> tuple:
-        return rng_state()
-
-    def rerun(self, call: Call, args: tuple, kwargs: dict, state: tuple, *, differentiable: bool) -> Any:
-        after = rng_state()
-        set_rng_state(state)
-        try:
-            with nullcontext() if differentiable else torch.no_grad():
-                return call.rerun(*args, **kwargs)
-        finally:
-            set_rng_state(after)
-
-    def float_outputs(self, output: Any) -> list[tuple[int, torch.Tensor]]:
-        tensors = tensors_in(output, self.is_tensor)
-        return [(i, t) for i, t in enumerate(tensors) if t.is_floating_point()]
+    def is_float(self, t: torch.Tensor) -> bool:
+        return t.is_floating_point()
 
     def as_float64(self, tensor: torch.Tensor) -> np.ndarray:
         return tensor.detach().to("cpu", torch.float64).numpy()
 
     def dtype_key(self, tensor: torch.Tensor) -> str:
         return str(tensor.dtype).removeprefix("torch.")
-
-    def describe(self, tensor: torch.Tensor) -> tuple[str, tuple[int, ...]]:
-        return str(tensor.dtype), tuple(tensor.shape)
 
     def fixed(self, output: Any, perturbed: Any) -> Any:
         """The perturbed result in the original's dtype and device; the original where the structures

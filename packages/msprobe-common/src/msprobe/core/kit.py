@@ -1,0 +1,63 @@
+"""What a framework package gives the tasks: one :class:`FrameworkKit` per framework.
+
+A task builds what the debugger runs from the validated configuration and the kit of the framework
+it runs on; it never imports a framework. The framework packages publish their kit as
+``msprobe.pytorch.kit.KIT`` / ``msprobe.mindspore.kit.KIT`` and hand it to the shared
+:class:`~msprobe.core.debugger.BaseDebugger`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from msprobe.core.config.model import DebuggerConfig
+from msprobe.core.events import CallSink, Interceptor, TensorAdapter
+
+
+class Runner(Protocol):
+    """What a debugger runs for its task, driven by ``start``/``stop``/``step`` of the training loop."""
+
+    finished: bool
+
+    def start(self, model: Any = None) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def step(self) -> None: ...
+
+    def forward_backward_dump_end(self) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+class FrameworkKit(Protocol):
+    """A framework's parts, as the tasks use them."""
+
+    name: str  # "pytorch" / "mindspore": the framework key of the configuration
+
+    def adapter(self) -> TensorAdapter:
+        """Tensor operations for the collectors (statistics, checksums, files)."""
+
+    def interceptor(self, sink: CallSink, level: str) -> Interceptor:
+        """The one interception mechanism of the framework, reporting to ``sink`` at ``level``."""
+
+    def benchmark_ops(self) -> Any:
+        """Free benchmark's framework half (``msprobe.core.free_benchmark.BenchmarkOps``)."""
+
+    def gradient_monitor(self, config: DebuggerConfig) -> Any:
+        """Grad probe's framework half, built from the grad_probe section."""
+
+    def current_rank(self) -> int | None:
+        """This process's rank when a process group is initialised, else ``None``."""
+
+    def kernel_dump(self, config: DebuggerConfig, on_finish: Callable[[], None]) -> Runner:
+        """Level L2 of the dump tasks: the framework's own kernel-level dump (MindSpore static graph;
+        on PyTorch, torch_npu's kernel dump, which needs an Ascend NPU)."""
+
+    def prepare_for_comparison(self, model: Any) -> None:
+        """What the dump tasks change in the user's model so two devices compute the same function
+        (PyTorch: dropout p = 0, SPEC 4); undone by :meth:`restore`."""
+
+    def restore(self) -> None:
+        """Undo :meth:`prepare_for_comparison`; called once when the run finishes."""

@@ -1,0 +1,215 @@
+"""Tasks ``statistics`` and ``tensor`` (SPEC 4): a dump of every selected call, as statistics or tensors.
+
+Level L2 is the framework's own kernel dump (:meth:`~msprobe.core.kit.FrameworkKit.kernel_dump`);
+the other levels run a :class:`~msprobe.core.session.Session` with the dump collector.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from msprobe.core.config.errors import Problem
+from msprobe.core.config.fields import FieldReader, one_of
+from msprobe.core.config.model import DATA_MODES, DebuggerConfig
+from msprobe.core.config.rules import API_FULL_NAME, MODULE_FULL_NAME, RuleContext, online_problems
+from msprobe.core.tasks.registry import Task, register
+
+if TYPE_CHECKING:
+    from msprobe.core.kit import FrameworkKit, Runner
+
+SUMMARY_MODES = ("statistics", "md5")
+FILE_FORMATS = ("npy", "bin")
+_NAME_REGEX = re.compile(r"name-regex\((.*)\)")
+_STATIC_GRAPH_DATA_MODES = ("all", "input", "output")
+
+
+@dataclass(frozen=True)
+class StatisticsConfig:
+    """Section ``statistics``: which calls to summarise (``api_list`` is the JSON key ``list``)."""
+
+    scope: tuple[str, ...] = ()
+    api_list: tuple[str, ...] = ()
+    data_mode: tuple[str, ...] = ("all",)
+    summary_mode: str = "statistics"
+
+
+@dataclass(frozen=True)
+class TensorConfig:
+    """Section ``tensor``: the same filters as statistics, plus how tensors are saved or streamed."""
+
+    scope: tuple[str, ...] = ()
+    api_list: tuple[str, ...] = ()
+    data_mode: tuple[str, ...] = ("all",)
+    file_format: str = "npy"
+    online_run_ut: bool = False
+    nfs_path: str | None = None
+    host: str | None = None
+    port: int | None = None
+    tls_path: str = "./"
+    online_run_ut_recompute: bool = False
+
+
+# ---------------------------------------------------------------------------------- reading the section
+def data_mode(reader: FieldReader) -> tuple[str, ...]:
+    value = reader.raw.get("data_mode")
+    if value is None:
+        return StatisticsConfig.data_mode
+    if not isinstance(value, list) or not value:
+        reader.report("data_mode", value, f'a non-empty list of {one_of(DATA_MODES)} ("all" alone)')
+        return StatisticsConfig.data_mode
+    for index, mode in enumerate(value):
+        if mode not in DATA_MODES:
+            reader.report("data_mode", mode, one_of(DATA_MODES), index)
+    if "all" in value and len(value) > 1:
+        reader.report(
+            "data_mode", value, '["all"] alone, or any combination of the other modes without "all"'
+        )
+    if "data_mode" in reader.invalid:
+        return StatisticsConfig.data_mode
+    return tuple(dict.fromkeys(value))
+
+
+def parse_statistics(reader: FieldReader) -> StatisticsConfig:
+    return StatisticsConfig(
+        scope=reader.names("scope"),
+        api_list=reader.names("list"),
+        data_mode=data_mode(reader),
+        summary_mode=reader.choice("summary_mode", SUMMARY_MODES, StatisticsConfig.summary_mode),
+    )
+
+
+def parse_tensor(reader: FieldReader) -> TensorConfig:
+    return TensorConfig(
+        scope=reader.names("scope"),
+        api_list=reader.names("list"),
+        data_mode=data_mode(reader),
+        file_format=reader.choice("file_format", FILE_FORMATS, TensorConfig.file_format),
+        online_run_ut=reader.flag("online_run_ut", False),
+        nfs_path=reader.optional_text("nfs_path"),
+        host=reader.optional_text("host"),
+        port=reader.port("port"),
+        tls_path=reader.text("tls_path", TensorConfig.tls_path),
+        online_run_ut_recompute=reader.flag("online_run_ut_recompute", False),
+    )
+
+
+# ---------------------------------------------------------------------------------- cross-field rules
+def _scope(ctx: RuleContext, section: StatisticsConfig | TensorConfig) -> Iterator[Problem]:
+    if not section.scope or not ctx.usable("scope"):
+        return
+    if ctx.level == "L2" and ctx.usable("level"):
+        yield Problem(
+            ctx.path("scope"), list(section.scope), "[] at level L2 (scope applies to L0, L1 and mix)"
+        )
+    elif len(section.scope) != 2:
+        yield Problem(
+            ctx.path("scope"),
+            list(section.scope),
+            "[] or exactly two full names: the first and last of a range",
+        )
+    else:
+        for index, name in enumerate(section.scope):
+            if not (API_FULL_NAME.fullmatch(name) or MODULE_FULL_NAME.fullmatch(name)):
+                yield Problem(
+                    f"{ctx.path('scope')}[{index}]",
+                    name,
+                    "a full API name like 'Tensor.add.0.forward' "
+                    "or module name like 'Module.fc1.Linear.forward.0'",
+                )
+
+
+def _api_list(ctx: RuleContext, section: StatisticsConfig | TensorConfig) -> Iterator[Problem]:
+    if not ctx.usable("list", "level"):
+        return
+    if ctx.framework == "pytorch" and ctx.level == "L2":
+        names = section.api_list
+        if len(names) != 1 or not API_FULL_NAME.fullmatch(names[0]):
+            yield Problem(
+                ctx.path("list"),
+                list(names),
+                "exactly one full API name like 'Functional.linear.0.backward' "
+                "(PyTorch level L2 kernel dump)",
+            )
+    for index, name in enumerate(section.api_list):
+        match = _NAME_REGEX.fullmatch(name)
+        if match is None:
+            continue
+        if not ctx.static_graph:
+            yield Problem(
+                f"{ctx.path('list')}[{index}]",
+                name,
+                "name-regex(...) only in MindSpore static graph (level L2)",
+            )
+            continue
+        try:
+            re.compile(match.group(1))
+        except re.error as error:
+            yield Problem(
+                f"{ctx.path('list')}[{index}]",
+                name,
+                f"a valid regular expression inside name-regex(...) ({error})",
+            )
+
+
+def _dump_modes(ctx: RuleContext, section: StatisticsConfig | TensorConfig) -> Iterator[Problem]:
+    if not ctx.usable("level"):
+        return
+    if (
+        ctx.static_graph
+        and ctx.usable("data_mode")
+        and (len(section.data_mode) != 1 or section.data_mode[0] not in _STATIC_GRAPH_DATA_MODES)
+    ):
+        yield Problem(
+            ctx.path("data_mode"),
+            list(section.data_mode),
+            f"a single element, {one_of(_STATIC_GRAPH_DATA_MODES)}, in MindSpore static graph (level L2)",
+        )
+    if isinstance(section, StatisticsConfig) and ctx.static_graph and section.summary_mode == "md5":
+        yield Problem(ctx.path("summary_mode"), "md5", "'statistics' in MindSpore static graph (level L2)")
+    if isinstance(section, TensorConfig) and section.file_format == "bin" and not ctx.static_graph:
+        yield Problem(
+            ctx.path("file_format"), "bin", "'npy'; 'bin' only in MindSpore static graph (level L2)"
+        )
+
+
+def dump_rules(ctx: RuleContext) -> Iterator[Problem]:
+    section = ctx.section
+    assert isinstance(section, (StatisticsConfig, TensorConfig))
+    yield from _scope(ctx, section)
+    yield from _api_list(ctx, section)
+    yield from _dump_modes(ctx, section)
+    if isinstance(section, TensorConfig) and section.online_run_ut:
+        if ctx.framework == "mindspore":
+            yield Problem(
+                ctx.path("online_run_ut"), True, "false on MindSpore (online run_ut is PyTorch only)"
+            )
+        yield from online_problems(ctx, True, section)
+
+
+# ---------------------------------------------------------------------------------- what runs
+def build_dump(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[], None]) -> Runner:
+    """The dump collector in a session at L0, L1, mix; the framework's kernel dump at L2."""
+    if config.level == "L2":
+        return kit.kernel_dump(config, on_finish)
+    from msprobe.core.collector import DumpCollector
+    from msprobe.core.select import selector_for
+    from msprobe.core.session import Session
+
+    collector = DumpCollector(
+        task=config.task,
+        level=config.level,
+        framework=config.framework,
+        dump_path=config.dump_path,
+        selector=selector_for(config),
+        adapter=kit.adapter(),
+        summary_mode=getattr(config.section, "summary_mode", "statistics"),
+    )
+    return Session(config, collector, lambda sink: kit.interceptor(sink, config.level), kit.current_rank, on_finish,
+                   prepare_model=kit.prepare_for_comparison)
+
+
+STATISTICS = register(Task("statistics", StatisticsConfig, parse_statistics, (dump_rules,), build_dump))
+TENSOR = register(Task("tensor", TensorConfig, parse_tensor, (dump_rules,), build_dump))

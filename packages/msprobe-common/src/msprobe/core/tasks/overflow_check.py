@@ -1,0 +1,76 @@
+"""Task ``overflow_check`` (SPEC 6): keep only calls whose outputs are not finite, and name the origin."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from msprobe.core.config.errors import Problem
+from msprobe.core.config.fields import FieldReader, one_of
+from msprobe.core.config.model import DebuggerConfig
+from msprobe.core.config.rules import RuleContext
+from msprobe.core.log import logger
+from msprobe.core.tasks.registry import Task, register
+
+if TYPE_CHECKING:
+    from msprobe.core.kit import FrameworkKit, Runner
+
+CHECK_MODES = ("all", "aicore", "atomic")
+
+
+@dataclass(frozen=True)
+class OverflowCheckConfig:
+    """Section ``overflow_check``: ``overflow_nums`` -1 means never stop."""
+
+    overflow_nums: int = 1
+    check_mode: str = "all"
+
+
+def parse_overflow_check(reader: FieldReader) -> OverflowCheckConfig:
+    return OverflowCheckConfig(
+        overflow_nums=reader.integer(
+            "overflow_nums", 1, lambda n: n >= 1 or n == -1, "an integer >= 1, or -1 (never stop)"
+        ),
+        check_mode=reader.choice("check_mode", CHECK_MODES, OverflowCheckConfig.check_mode),
+    )
+
+
+def overflow_rules(ctx: RuleContext) -> Iterator[Problem]:
+    """The levels overflow check runs at; a MindSpore-only setting on PyTorch is only worth a warning."""
+    assert isinstance(ctx.section, OverflowCheckConfig)
+    if ctx.usable("level"):
+        levels = ("L0", "L1", "L2") if ctx.framework == "mindspore" else ("L0", "L1")
+        if ctx.level not in levels:
+            note = " (L2: MindSpore static graph)" if ctx.framework == "mindspore" else " for PyTorch"
+            yield Problem(ctx.path("level"), ctx.level, f"{one_of(levels)} for task overflow_check{note}")
+    if ctx.framework == "pytorch" and ctx.section.check_mode != "all":
+        logger.warning(
+            "%s = %r applies to MindSpore only; ignored on PyTorch",
+            ctx.path("check_mode"),
+            ctx.section.check_mode,
+        )
+
+
+def build_overflow_check(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[], None]) -> Runner:
+    """The overflow collector in a session (L0, L1); at L2 the framework's kernel dump finds overflows."""
+    if config.level == "L2":
+        return kit.kernel_dump(config, on_finish)
+    from msprobe.core.overflow import OverflowCollector
+    from msprobe.core.select import selector_for
+    from msprobe.core.session import Session
+
+    collector = OverflowCollector(
+        level=config.level,
+        framework=config.framework,
+        dump_path=config.dump_path,
+        selector=selector_for(config),
+        adapter=kit.adapter(),
+        overflow_nums=config.section.overflow_nums,
+    )
+    return Session(config, collector, lambda sink: kit.interceptor(sink, config.level), kit.current_rank, on_finish)
+
+
+OVERFLOW_CHECK = register(
+    Task("overflow_check", OverflowCheckConfig, parse_overflow_check, (overflow_rules,), build_overflow_check)
+)
