@@ -1,9 +1,11 @@
-"""Grad probe, framework-free half: summary layout, settings validation, and run-to-run comparison."""
+"""Grad probe, framework-free half: summary layout, settings validation, the monitor's bookkeeping (on numpy),
+and run-to-run comparison."""
 
 from __future__ import annotations
 
 import csv
 import logging
+import types
 import zlib
 from pathlib import Path
 
@@ -13,9 +15,12 @@ import pytest
 from msprobe.core.grad_probe import (
     GradComparator,
     GradCompareError,
+    GradMonitorBase,
     GradProbeSettings,
     compare_command,
     interval_labels,
+    stat_width,
+    statistics_parts,
     summary_header,
     write_step,
 )
@@ -107,6 +112,92 @@ def test_file_stems_are_safe():
     assert safe_file_stem("layers.0.weight") == "layers.0.weight"
     assert safe_file_stem("../etc/passwd") == ".._etc_passwd"
     assert safe_file_stem("..") == "__"
+
+
+# --- the monitor's framework-free half, driven by numpy "tensors" ---------------------------------------
+
+class _NumpyGradMonitor(GradMonitorBase):
+    """The framework half of a gradient monitor, in numpy: what torch/MindSpore do on their device."""
+
+    rank_lookup = staticmethod(lambda: None)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.params: dict[str, np.ndarray] = {}
+        self.hook = types.SimpleNamespace(removed=0)
+        self.hook.remove = lambda: setattr(self.hook, "removed", self.hook.removed + 1)
+
+    def monitor(self, params: dict[str, np.ndarray]) -> None:
+        names = list(params)
+        self.params = {names[i]: params[names[i]] for i in self._select(names, "model")}
+        self._hooks.add(self.hook)
+
+    def optimizer_step(self, run: bool = True) -> None:
+        self._step_begins(lambda: [(n, g) for n, g in self.params.items() if g.size])
+        if run:  # a skipped update (inf/NaN under a loss scaler) never calls the hook after it
+            self._step_done()
+
+    def _reduce(self, grads, bounds, signs, values):
+        stats = np.stack([np.array(statistics_parts(g, np.linalg.norm(g), bounds), dtype=np.float64) for g in grads])
+        flat = [g.reshape(-1) for g in grads]
+        return (stats, np.concatenate([f > 0 for f in flat]) if signs else None,
+                np.concatenate([f.astype(np.float32) for f in flat]) if values else None)
+
+    def _to_host(self, tensor):
+        return np.asarray(tensor)
+
+
+def test_statistics_parts_follow_the_layout_of_stat_width():
+    grad = np.array([[-2.0, -0.5, 0.0], [0.0, 0.5, 3.0]])
+    parts = statistics_parts(grad, np.linalg.norm(grad), [-1.0, 0.0, 1.0])
+    assert len(parts) == stat_width("L2", [-1.0, 0.0, 1.0])
+    assert [float(p) for p in parts] == [3.0, -2.0, float(np.linalg.norm(grad)), 1, 4, 5, 1, 2]
+    assert len(statistics_parts(grad, 0.0, None)) == stat_width("L1", [-1.0, 0.0, 1.0]) == 3
+
+
+def test_monitor_base_selects_counts_steps_and_writes_only_completed_updates(tmp_path, msprobe_log):
+    rng = np.random.default_rng(3)
+    params = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in SHAPES.items()}
+    params["empty.bias"] = np.zeros((0,), dtype=np.float32)
+    monitor = _NumpyGradMonitor(str(tmp_path), "L2", ["fc", "empty", "decoder"], [-1.0, 0.0, 1.0], [0, 1, 3], [])
+    monitor.monitor(params)
+    assert "param_list entry 'decoder' matches no parameter of the model" in msprobe_log.text()
+    with pytest.raises(RuntimeError, match="already called"):
+        monitor.monitor(params)
+    monitor.optimizer_step()
+    monitor.optimizer_step(run=False)  # skipped: neither written nor counted
+    monitor.optimizer_step()  # step 1
+    monitor.optimizer_step()  # step 2: not selected
+    assert monitor.step == 3
+    monitor.close()
+    monitor.close()
+    assert monitor.hook.removed == 1
+    rank_dir = tmp_path / "rank0"
+    assert sorted(p.name for p in rank_dir.iterdir()) == ["grad_summary_0.csv", "grad_summary_1.csv", "step0",
+                                                          "step1"]
+    rows = _read_csv(rank_dir / "grad_summary_1.csv")
+    assert [r[0] for r in rows[1:]] == ["fc.weight", "fc.bias"]  # in order; the empty gradient is left out
+    grad = params["fc.weight"].astype(np.float64)
+    assert [float(v) for v in rows[1][1:6]] == pytest.approx(
+        [np.mean(grad <= -1), np.mean((grad > -1) & (grad <= 0)), np.mean((grad > 0) & (grad <= 1)),
+         np.mean(grad > 1), np.mean(grad == 0)], abs=1e-15)
+    np.testing.assert_array_equal(np.load(rank_dir / "step1" / "fc.bias.npy"), params["fc.bias"] > 0)
+    monitor.monitor(params)  # after close() it may monitor again
+    monitor.close()
+
+
+def test_monitor_base_l0_checksums_and_an_empty_selection(tmp_path, msprobe_log):
+    grads = {"w": np.array([[1.0, -2.0]], dtype=np.float32)}
+    monitor = _NumpyGradMonitor(str(tmp_path), "L0", [], [0.0], [], [])
+    monitor.monitor(grads)
+    monitor.optimizer_step()
+    row = _read_csv(tmp_path / "rank0" / "grad_summary_0.csv")[1]
+    assert row[:2] == ["w", f"{zlib.crc32(grads['w'].tobytes()):08x}"]
+    nothing = _NumpyGradMonitor(str(tmp_path / "none"), "L1", ["absent"], [0.0], [], [])
+    nothing.monitor(grads)
+    nothing.optimizer_step()
+    assert nothing.step == 1 and not (tmp_path / "none").exists()
+    assert "no parameter selected" in msprobe_log.text()
 
 
 # --- comparison --------------------------------------------------------------------------------------

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import csv
-import zlib
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,10 @@ ms = pytest.importorskip("mindspore")
 from mindspore import nn  # noqa: E402
 
 from msprobe.mindspore.grad_probe import GradMonitor  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "common"))  # the shared numpy checks (importlib mode)
+from grad_probe_checks import check_l0_step, check_l2_step  # noqa: E402
+from grad_probe_checks import read_rows as _rows  # noqa: E402
 
 BOUNDS = [-0.1, 0.0, 0.1]
 PARAMS = ["hidden.weight", "hidden.bias", "out.weight", "out.bias"]
@@ -59,40 +62,19 @@ def _train(steps: int, monitor: GradMonitor | None, momentum: bool = True):
     return losses, {p.name: p.asnumpy() for p in net.trainable_params()}, grads
 
 
-def _rows(path: Path) -> list[list[str]]:
-    with open(path, newline="") as handle:
-        return list(csv.reader(handle))
-
-
 def test_l2_summary_and_signs_match_numpy_over_three_steps(tmp_path):
     _, _, grads = _train(3, GradMonitor(str(tmp_path), "L2", [], BOUNDS, [], []))
     rank_dir = tmp_path / "rank0"
     assert sorted(p.name for p in rank_dir.glob("*.csv")) == [f"grad_summary_{s}.csv" for s in range(3)]
     for step, step_grads in enumerate(grads):
-        rows = _rows(rank_dir / f"grad_summary_{step}.csv")
-        assert rows[0] == ["param_name", "(-inf, -0.1]", "(-0.1, 0]", "(0, 0.1]", "(0.1, inf)", "=0",
-                           "max", "min", "norm", "shape"]
-        assert [r[0] for r in rows[1:]] == PARAMS
-        for row in rows[1:]:
-            g = step_grads[row[0]].astype(np.float64).ravel()
-            edges = [-np.inf, *BOUNDS, np.inf]
-            expected = [np.mean((g > lo) & (g <= hi)) for lo, hi in zip(edges, edges[1:])] + [np.mean(g == 0)]
-            assert [float(v) for v in row[1:6]] == pytest.approx(expected, abs=1e-15)
-            assert float(row[6]) == g.max() and float(row[7]) == g.min()
-            assert float(row[8]) == pytest.approx(np.linalg.norm(g), rel=1e-6)
-            assert row[9] == str(list(step_grads[row[0]].shape))
-            signs = np.load(rank_dir / f"step{step}" / f"{row[0]}.npy")
-            assert signs.dtype == np.bool_
-            np.testing.assert_array_equal(signs, step_grads[row[0]] > 0)
+        assert list(step_grads) == PARAMS
+        assert check_l2_step(rank_dir, step, step_grads, BOUNDS)[0] == [
+            "param_name", "(-inf, -0.1]", "(-0.1, 0]", "(0, 0.1]", "(0.1, inf)", "=0", "max", "min", "norm", "shape"]
 
 
 def test_l0_checksums(tmp_path):
     _, _, grads = _train(1, GradMonitor(str(tmp_path), "L0", [], BOUNDS, [], []), momentum=False)
-    rows = _rows(tmp_path / "rank0" / "grad_summary_0.csv")
-    assert rows[0] == ["param_name", "MD5", "max", "min", "norm", "shape"]
-    for row in rows[1:]:
-        assert row[1] == f"{zlib.crc32(grads[0][row[0]].astype(np.float32).tobytes()):08x}"
-    assert not (tmp_path / "rank0" / "step0").exists()
+    check_l0_step(tmp_path / "rank0", 0, grads[0])
 
 
 def test_monitoring_does_not_change_training(tmp_path):

@@ -27,7 +27,6 @@ class RecordingSink:
     def __init__(self, wants_backward: bool = True) -> None:
         self.names: list[str] = []
         self.calls: dict[str, Call] = {}
-        self.outputs: dict[str, object] = {}
         self.grads: dict[str, tuple[tuple, tuple]] = {}
         self.wants_backward = wants_backward
 
@@ -37,7 +36,6 @@ class RecordingSink:
 
     def forward_end(self, call: Call, output: object) -> None:
         self.names.append(call.name)
-        self.outputs[call.name] = output
 
     def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
         name = backward_name(call.name)
@@ -294,3 +292,33 @@ def test_training_is_bit_identical_with_interceptor(level):
     losses, weights = train(level)
     for a, b in zip(bare_losses + bare_weights, losses + weights):
         assert a.tobytes() == b.tobytes()
+
+
+def test_mix_enable_disable_cycles_put_every_patch_back_exactly():
+    from msprobe.mindspore.hooks.catalog import api_targets
+    from msprobe.mindspore.private_api import _JitExecutor
+
+    targets = api_targets()
+    net = Net()
+
+    def state() -> tuple:
+        attrs = [vars(t.owner).get(t.attr) if isinstance(t.owner, type) else getattr(t.owner, t.attr)
+                 for t in targets]
+        cells = [(dict(vars(cell)).get("mul"), len(vars(cell).get("_lazy_forward_pre_hook") or ()),
+                  len(vars(cell).get("_lazy_forward_hook") or ())) for _, cell in net.cells_and_names()]
+        return attrs, vars(_JitExecutor)["__call__"], cells
+
+    before = state()
+    interceptor = Interceptor(RecordingSink(wants_backward=False), level="mix")
+    interceptor.attach(net)
+    for _ in range(2):
+        interceptor.enable()
+        interceptor.enable()
+        assert state() != before
+        net(Tensor(X))
+        interceptor.disable()
+        interceptor.disable()
+        assert state() == before
+    interceptor.enable()
+    interceptor.detach()
+    assert state() == before

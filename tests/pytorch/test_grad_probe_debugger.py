@@ -8,6 +8,7 @@ import json
 import numpy as np
 import torch
 from torch import nn
+from torch_models import train_steps
 
 from msprobe.core.debugger import BaseDebugger
 from msprobe.pytorch import PrecisionDebugger
@@ -57,16 +58,7 @@ def _config_only(tmp_path) -> str:
 
 
 def _train(model: nn.Module, optimizer: torch.optim.Optimizer, debugger=None, steps: int = 3) -> None:
-    for _ in range(steps):
-        if debugger is not None:
-            debugger.start()
-        loss = model(torch.randn(3, 5)).pow(2).sum()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if debugger is not None:
-            debugger.stop()
-            debugger.step()
+    train_steps(model, optimizer, lambda: torch.randn(3, 5), lambda m, x: m(x).pow(2).sum(), debugger, steps)
 
 
 def _reminders(msprobe_log) -> list[str]:

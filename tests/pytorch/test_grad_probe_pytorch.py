@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import csv
-import zlib
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +10,10 @@ import pytest
 import torch
 
 from msprobe.pytorch.grad_probe import GradMonitor
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "common"))  # the shared numpy checks (importlib mode)
+from grad_probe_checks import check_l0_step, check_l2_step  # noqa: E402
+from grad_probe_checks import read_rows as _rows  # noqa: E402
 
 BOUNDS = [-0.01, 0.0, 0.01]
 PARAMS = ["conv.weight", "conv.bias", "fc.weight", "fc.bias"]
@@ -51,51 +54,23 @@ def _train(steps: int, monitor: GradMonitor | None, optimizer_cls=torch.optim.SG
     return losses, {n: p.detach().clone() for n, p in model.named_parameters()}, grads
 
 
-def _rows(path: Path) -> list[list[str]]:
-    with open(path, newline="") as handle:
-        return list(csv.reader(handle))
-
-
-def _expected_l2_fractions(grad: np.ndarray) -> list[float]:
-    g = grad.astype(np.float64).ravel()
-    edges = [-np.inf, *BOUNDS]
-    fractions = [np.mean((g > low) & (g <= high)) for low, high in zip(edges, edges[1:])]
-    return [*fractions, np.mean(g > BOUNDS[-1]), np.mean(g == 0)]
-
-
 def test_l2_summary_and_signs_match_numpy_over_three_steps(tmp_path):
     _, _, grads = _train(3, GradMonitor(str(tmp_path), "L2", [], BOUNDS, [], []))
     rank_dir = tmp_path / "rank0"
     assert sorted(p.name for p in rank_dir.iterdir()) == [
         "grad_summary_0.csv", "grad_summary_1.csv", "grad_summary_2.csv", "step0", "step1", "step2"]
     for step, step_grads in enumerate(grads):
-        rows = _rows(rank_dir / f"grad_summary_{step}.csv")
-        assert rows[0] == ["param_name", "(-inf, -0.01]", "(-0.01, 0]", "(0, 0.01]", "(0.01, inf)", "=0",
-                           "max", "min", "norm", "shape"]
-        assert [r[0] for r in rows[1:]] == PARAMS
-        for row in rows[1:]:
-            grad = step_grads[row[0]]
-            g64 = grad.astype(np.float64)
-            assert [float(v) for v in row[1:6]] == pytest.approx(_expected_l2_fractions(grad), abs=1e-15)
-            assert float(row[6]) == g64.max() and float(row[7]) == g64.min()
-            assert float(row[8]) == pytest.approx(np.linalg.norm(g64.ravel()), rel=1e-6)
-            assert row[9] == str(list(grad.shape))
-            signs = np.load(rank_dir / f"step{step}" / f"{row[0]}.npy")
-            assert signs.dtype == np.bool_
-            np.testing.assert_array_equal(signs, grad > 0)
+        header = check_l2_step(rank_dir, step, step_grads, BOUNDS)[0]
+        assert header == ["param_name", "(-inf, -0.01]", "(-0.01, 0]", "(0, 0.01]", "(0.01, inf)", "=0",
+                          "max", "min", "norm", "shape"]
+        assert list(step_grads) == PARAMS
     # later steps see different gradients: the files are not copies of step 0
     assert _rows(rank_dir / "grad_summary_0.csv") != _rows(rank_dir / "grad_summary_2.csv")
 
 
 def test_l0_writes_crc32_checksums_and_no_signs(tmp_path):
     _, _, grads = _train(1, GradMonitor(str(tmp_path), "L0", [], BOUNDS, [], []), pass_optimizer=True)
-    rows = _rows(tmp_path / "rank0" / "grad_summary_0.csv")
-    assert rows[0] == ["param_name", "MD5", "max", "min", "norm", "shape"]
-    for row in rows[1:]:
-        grad = grads[0][row[0]]
-        assert row[1] == f"{zlib.crc32(np.ascontiguousarray(grad, dtype=np.float32).tobytes()):08x}"
-        assert float(row[2]) == grad.max()
-    assert not (tmp_path / "rank0" / "step0").exists()
+    check_l0_step(tmp_path / "rank0", 0, grads[0])
 
 
 def test_l1_header(tmp_path):

@@ -204,3 +204,44 @@ def test_module_names_that_cannot_be_entry_or_file_names_are_repaired_not_raised
     assert sink.ended == ["Module.0.Linear.forward.0", "Module._._._.ReLU.forward.0", "Module.a_b.Tanh.forward.0",
                           "Module.x_y.Identity.forward.0"]
     assert "Module._._._.ReLU.backward.0" in sink.backward_names
+
+
+def _installed_state(model: nn.Module) -> tuple:
+    """Everything the interceptor may install: Tensor's own dunders, the collectives, the function-mode
+    stack and the module hooks."""
+    from msprobe.pytorch.hooks.api_names import OPERATOR_DUNDERS
+    from msprobe.pytorch.hooks.distributed import COLLECTIVES
+
+    dunders = {name: vars(torch.Tensor).get(name) for name in OPERATOR_DUNDERS}
+    collectives = {name: getattr(torch.distributed, name, None) for name in COLLECTIVES}
+    hooks = [(len(m._forward_pre_hooks), len(m._forward_hooks)) for m in model.modules()]
+    return dunders, collectives, torch._C._len_torch_function_stack(), hooks
+
+
+def test_enable_disable_and_module_dump_windows_restore_everything_exactly():
+    model = Tiny()
+    before = _installed_state(model)
+    sink = RecordingSink()
+    interceptor = Interceptor(sink, level="mix")
+    interceptor.attach(model)
+    for _ in range(2):  # idempotent, and the same again after a full cycle
+        interceptor.enable()
+        interceptor.enable()
+        assert _installed_state(model) != before
+        with interceptor.dump_module(model.fc, "head"):  # only the solo hooks while the window is open
+            assert torch._C._len_torch_function_stack() == before[2]
+            assert [len(m._forward_hooks) for m in model.modules()] == [0, 0, 1]
+            model(torch.randn(1, 1, 4, 4))
+        assert sink.forward[-1].startswith("Module.head.Linear.forward.")
+        assert _installed_state(model) != before  # the window closed: the level's hooks are back
+        interceptor.disable()
+        interceptor.disable()
+        assert _installed_state(model) == before
+
+    # a window opened before enable() and still open at disable(): nothing is left behind either
+    interceptor.dump_module(model.fc, "head")
+    interceptor.enable()
+    interceptor.disable()
+    assert _installed_state(model) == before
+    interceptor.detach()
+    assert _installed_state(model) == before

@@ -15,21 +15,23 @@ forked workers share with their parent once, where summed RSS would count them i
 
     python tools/bench/compare_bench.py --reports 2000 100000 [--baseline-rev REV]
 
-times the parts that a library could write for us, in this process, against the hand-written ones
-of git revision REV (default ``8ff4e67``, the last with them): the xlsx writer (seconds, best of
-three, and the peak of Python allocations under tracemalloc, in a second run) on the rows of a
-real comparison — tensor mode: a 1,000-call comparison (2,000 rows) repeated to the size asked;
-summary mode: a statistics comparison of that many rows — and the progress bar's cost per
-advance on a terminal (a pty) and on a pipe, one advance per row as the tensor comparison makes.
+instead times, in this process, the two parts that a library could write for us. The xlsx writer:
+ours against XlsxWriter in constant-memory mode (``pip install XlsxWriter``; :func:`xlsxwriter_write`
+gives it what ours writes: the same sheets, fills, percent format and every digit), seconds (best of
+three, two past 10,000 rows) and the peak of Python allocations under tracemalloc (one more run), on
+the rows of a real comparison — tensor mode: a 1,000-call comparison (2,000 rows) repeated to the
+size asked; summary mode: a statistics comparison of that many rows. The progress bar: the tqdm bar
+against the hand-written one of git revision REV (default ``8ff4e67``, the last that had it),
+microseconds per advance on a terminal (a pty) and on a pipe, one advance per row.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -153,6 +155,45 @@ def report_rows(root: Path, mode: str, rows: int) -> tuple[list[str], list[tuple
     return columns(mode, False), cells, PERCENT_COLUMNS.get(mode, set())
 
 
+def xlsxwriter_write(path: Path, header: list[str], rows: Any, percent_columns: set[str],
+                     max_rows: int = 1_048_576) -> int:
+    """What ``report_xlsx.write_xlsx`` writes, written by XlsxWriter in constant-memory mode. Numbers go
+    through a float whose ``__format__`` is ``repr``: XlsxWriter writes ``%.16G``, one digit short."""
+    import xlsxwriter
+
+    from msprobe.core.compare.report_xlsx import _NOT_XML, PERCENT_FORMAT
+
+    class Exact(float):
+        def __format__(self, spec: str) -> str:
+            return float.__repr__(self)
+
+    book = xlsxwriter.Workbook(str(path), {"constant_memory": True, "tmpdir": str(path.parent), "use_zip64": True})
+    bold = book.add_format({"bold": True})
+    styles = {}
+    for fill, colour in (("", None), ("red", "#FF0000"), ("yellow", "#FFFF00")):
+        fill_format = {"bg_color": colour, "pattern": 1} if colour else {}
+        plain = book.add_format(fill_format) if colour else None
+        percent = book.add_format({**fill_format, "num_format": PERCENT_FORMAT})
+        styles[fill] = [percent if name in percent_columns else plain for name in header]
+    sheets, sheet, row = 0, None, max_rows
+    for cells, highlight in rows:
+        if row >= max_rows:
+            sheets += 1
+            sheet = book.add_worksheet("Sheet" if sheets == 1 else f"Sheet{sheets}")
+            for column, name in enumerate(header):
+                sheet.write_string(0, column, name, bold)
+            row = 1
+        style = styles[highlight]
+        for column, value in enumerate(cells):
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                sheet.write_number(row, column, Exact(value), style[column])
+            else:
+                sheet.write_string(row, column, _NOT_XML.sub("", str(value)), style[column])
+        row += 1
+    book.close()
+    return sheets
+
+
 def baseline_module(rev: str, name: str) -> ModuleType:
     """The module ``msprobe.core.compare.<name>`` as git revision ``rev`` had it."""
     path = f"packages/msprobe-common/src/msprobe/core/compare/{name}.py"
@@ -234,8 +275,13 @@ def bench_progress(progress_class: Any, advances: int, where: Any) -> float:
 def bench_reports(sizes: list[int], rev: str) -> None:
     from msprobe.core.compare import progress, report_xlsx
 
-    writers = {"ours@" + rev: baseline_module(rev, "report_xlsx").write_xlsx, "current": report_xlsx.write_xlsx}
-    bars = {"ours@" + rev: baseline_module(rev, "progress").Progress, "current": progress.Progress}
+    writers = {"ours": report_xlsx.write_xlsx, "XlsxWriter": xlsxwriter_write}
+    try:
+        import xlsxwriter  # noqa: F401
+    except ImportError:
+        print("XlsxWriter is not installed: timing ours alone")
+        del writers["XlsxWriter"]
+    bars = {f"ours@{rev}": baseline_module(rev, "progress").Progress, "tqdm": progress.Progress}
     print(f"{'part':>8} {'mode':>8} {'rows':>7} {'writer':>14} {'seconds':>8} {'peak MiB':>9} {'file MiB':>9}")
     for rows in sizes:
         for mode in ("tensor", "summary"):
@@ -244,8 +290,12 @@ def bench_reports(sizes: list[int], rev: str) -> None:
                 header, cells, percent = report_rows(root, mode, rows)
                 for name, write in writers.items():
                     path = root / f"{name}.xlsx"
-                    seconds, peak = _timed(lambda w=write, p=path: w(p, header, iter(cells), percent),
-                                           3 if rows <= 10_000 else 2)
+
+                    def run(write: Any = write, path: Path = path, header: list[str] = header,
+                            cells: list = cells, percent: set[str] = percent) -> None:
+                        write(path, header, iter(cells), percent)
+
+                    seconds, peak = _timed(run, 3 if rows <= 10_000 else 2)
                     print(f"{'xlsx':>8} {mode:>8} {rows:>7} {name:>14} {seconds:>8.3f} {peak:>9.1f} "
                           f"{path.stat().st_size / 2**20:>9.2f}", flush=True)
     print(f"{'part':>8} {'stderr':>8} {'rows':>7} {'bar':>14} {'us/advance':>10} {'total s':>8}")

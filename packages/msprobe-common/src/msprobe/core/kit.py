@@ -61,3 +61,64 @@ class FrameworkKit(Protocol):
 
     def restore(self) -> None:
         """Undo :meth:`prepare_for_comparison`; called once when the run finishes."""
+
+
+class IdleRunner:
+    """A runner with nothing to do in the step loop (grad probe's hooks are on the optimizer; a kernel
+    dump the device cannot do); :meth:`finish` calls ``on_finish`` once."""
+
+    def __init__(self, on_finish: Callable[[], None]) -> None:
+        self.finished = False
+        self._on_finish = on_finish
+
+    def start(self, model: Any = None) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def step(self) -> None:
+        pass
+
+    def forward_backward_dump_end(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        if not self.finished:
+            self.finished = True
+            self._on_finish()
+
+
+class PartsKit:
+    """A :class:`FrameworkKit` assembled from a framework's classes; a framework subclasses it for what
+    differs (its kernel dump, what it changes in the model while dumping)."""
+
+    name: str
+    adapter_class: Callable[[], TensorAdapter]
+    interceptor_class: Callable[..., Interceptor]
+    benchmark_ops_class: Callable[[], Any]
+    monitor_class: Callable[..., Any]
+    rank: Callable[[], int | None]
+
+    def adapter(self) -> TensorAdapter:
+        return self.adapter_class()
+
+    def interceptor(self, sink: CallSink, level: str) -> Interceptor:
+        return self.interceptor_class(sink, level=level)
+
+    def benchmark_ops(self) -> Any:
+        return self.benchmark_ops_class()
+
+    def gradient_monitor(self, config: DebuggerConfig) -> Any:
+        section = config.section
+        return self.monitor_class(config.dump_path, section.grad_level, section.param_list, section.bounds,
+                                  config.step, config.rank)
+
+    def current_rank(self) -> int | None:
+        return self.rank()
+
+    def prepare_for_comparison(self, model: Any) -> None:
+        pass
+
+    def restore(self) -> None:
+        pass

@@ -14,12 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.collector import DumpCollector
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.events import Call, CallSink, Interceptor, StepCollector
 from msprobe.core.fileio import UnsafePathError
 from msprobe.core.log import logger, set_rank
-from msprobe.core.overflow import OverflowCollector
 from msprobe.core.select import Selector
 
 MODULE_LEVELS = ("L0", "mix")
@@ -41,31 +39,6 @@ def selector_for(config: DebuggerConfig) -> Selector:
         scope=scope,
         names=names,
         data_mode=getattr(section, "data_mode", ("all",)),
-    )
-
-
-def dump_collector(config: DebuggerConfig, adapter: Any) -> DumpCollector:
-    """The collector of tasks ``statistics`` and ``tensor``."""
-    return DumpCollector(
-        task=config.task,
-        level=config.level,
-        framework=config.framework,
-        dump_path=config.dump_path,
-        selector=selector_for(config),
-        adapter=adapter,
-        summary_mode=getattr(config.section, "summary_mode", "statistics"),
-    )
-
-
-def overflow_collector(config: DebuggerConfig, adapter: Any) -> OverflowCollector:
-    """The collector of task ``overflow_check`` (levels L0 and L1)."""
-    return OverflowCollector(
-        level=config.level,
-        framework=config.framework,
-        dump_path=config.dump_path,
-        selector=selector_for(config),
-        adapter=adapter,
-        overflow_nums=config.section.overflow_nums,
     )
 
 
@@ -189,6 +162,15 @@ class Session:
         self.started = False
         self.finished = False
         self._step_open = False
+
+    @classmethod
+    def with_kit(cls, config: DebuggerConfig, collector: StepCollector, kit: Any, on_finish: Callable[[], None],
+                 *, level: str | None = None, prepare_model: Callable[[Any], None] | None = None) -> Session:
+        """A session on a framework kit (``msprobe.core.kit``): its interceptor at ``level`` (default: the
+        configured one) and its rank lookup."""
+        level = config.level if level is None else level
+        return cls(config, collector, lambda sink: kit.interceptor(sink, level), kit.current_rank, on_finish,
+                   prepare_model=prepare_model or (lambda model: None))
 
     def start(self, model: Any = None) -> None:
         if self.finished or self.started:

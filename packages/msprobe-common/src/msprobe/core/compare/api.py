@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.core.compare.distributed import DistributedResult, compare_steps
-from msprobe.core.compare.engine import CompareOptions, CompareResult, TensorLoader, check_workers, compare_dumps
+from msprobe.core.compare.engine import CompareOptions, TensorLoader, check_workers, compare_dumps
 from msprobe.core.compare.reader import CompareError, read_mapping
+from msprobe.core.compare.result import CompareResult
 
 _KEYS = {"npu_path": ("npu_json_path", "npu_path"), "bench_path": ("bench_json_path", "bench_path"),
          "stack_path": ("stack_json_path", "stack_path")}

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from msprobe.core.compare.engine import (
     CompareOptions,
-    CompareResult,
     TensorLoader,
     check_workers,
     compare_dumps,
@@ -25,6 +24,7 @@ from msprobe.core.compare.engine import (
 )
 from msprobe.core.compare.escape import csv_row, printable
 from msprobe.core.compare.reader import CompareError
+from msprobe.core.compare.result import CompareResult
 from msprobe.core.fileio import make_dir, write_csv
 from msprobe.core.log import logger
 

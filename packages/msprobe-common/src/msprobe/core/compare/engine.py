@@ -20,10 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from msprobe.core.compare.align import align_entries, entry_mapping, pair_rows
-from msprobe.core.compare.divergence import Divergence, first_divergence, group_by_entry, optimizer_divergences
+from msprobe.core.compare.divergence import first_divergence, group_by_entry, optimizer_divergences
 from msprobe.core.compare.metrics import TensorMetrics, compare_tensors
 from msprobe.core.compare.progress import Progress
 from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_stack, tensor_path
+from msprobe.core.compare.report import write_reports
+from msprobe.core.compare.result import CompareResult
 from msprobe.core.compare.rounding import judge_entry, run_unit
 from msprobe.core.compare.rows import flatten_entry
 from msprobe.core.compare.tensorfile import TensorSpec
@@ -57,24 +59,6 @@ class CompareOptions:
     workers: int | None = None
     auto_analyze: bool = True
     progress: bool = True
-
-
-@dataclass
-class CompareResult:
-    mode: str
-    results: list[RowResult]
-    first_divergence: Divergence | None
-    reports: dict[str, Path]
-    npu_path: Path
-    bench_path: Path
-    unit: float = 0.0  # the rounding unit the first-divergence rule used (compare.rounding)
-    optimizer: list[Divergence] = field(default_factory=list)  # diverging optimizer entries
-    analyzed: bool = True  # False with -c: no first-divergence analysis was asked for
-
-    @property
-    def not_compared(self) -> int:
-        """Rows whose tensor files are missing or unreadable: the comparison is incomplete."""
-        return sum(1 for r in self.results if r.not_compared)
 
 
 def check_modes(npu: DumpFile, bench: DumpFile) -> str:
@@ -140,19 +124,22 @@ def _tensor_job(job: tuple[TensorLoader, tuple[Path | None, TensorSpec], tuple[P
 
 
 def _run_jobs(jobs: list, workers: int, show_progress: bool) -> Iterator[TensorMetrics | str]:
-    progress = Progress(len(jobs), "Compare tensors") if show_progress and jobs else None
     if workers <= 1 or len(jobs) < _IN_PROCESS_BELOW:
         outcomes = map(_tensor_job, jobs)
         pool = None
     else:
         pool = ProcessPoolExecutor(max_workers=workers)
         outcomes = pool.map(_tensor_job, jobs, chunksize=max(1, min(64, len(jobs) // (workers * 8))))
+    # after pool.map has forked the workers: a bar on a terminal runs a tqdm monitor thread
+    progress = Progress(len(jobs), "Compare tensors") if show_progress and jobs else None
     try:
         for outcome in outcomes:
             if progress:
                 progress.advance()
             yield outcome
     finally:
+        if progress:
+            progress.close()
         if pool is not None:
             pool.shutdown()
 
@@ -200,8 +187,6 @@ def compare_dumps(
     report_stem: str | None = None,
 ) -> CompareResult:
     """Compare two dump.json files and write ``compare_result_{timestamp}`` .xlsx, .csv and .html."""
-    from msprobe.core.compare.report import write_reports
-
     options = options or CompareOptions()
     check_workers(options.workers)
     npu, bench = read_dump(npu_json, "npu_path"), read_dump(bench_json, "bench_path")

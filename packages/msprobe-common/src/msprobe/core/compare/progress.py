@@ -1,15 +1,15 @@
-"""Progress of a long step on stderr: a tqdm bar on a terminal, a log line per quarter otherwise.
+"""Progress of the tensor comparison: a tqdm bar on stderr when it is a terminal, a log line per quarter otherwise.
 
 No bar is drawn when stderr is not a terminal (a log file or a CI job would fill with redraws), nor
-where the caller disables it (``CompareOptions.progress``; a multi-rank comparison disables it in its
-per-rank workers). Create the bar after forking worker processes: tqdm starts a monitor thread.
+when the caller turns progress off (``CompareOptions.progress``; a multi-rank comparison does in its
+per-rank workers). tqdm is imported only when a bar is drawn (its import takes about 60 ms), and the
+bar should be created after worker processes are forked: tqdm starts a monitor thread.
 """
 
 from __future__ import annotations
 
 import sys
-
-from tqdm import tqdm
+from typing import Any
 
 from msprobe.core.log import logger
 
@@ -17,7 +17,11 @@ from msprobe.core.log import logger
 class Progress:
     def __init__(self, total: int, label: str) -> None:
         self.total, self.label, self.done = total, label, 0
-        self._bar = tqdm(total=total, desc=label, file=sys.stderr, dynamic_ncols=True) if sys.stderr.isatty() else None
+        self._bar: Any = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=label, unit="pair", file=sys.stderr, dynamic_ncols=True)
         self._next_log = 0.0
 
     def advance(self, count: int = 1) -> None:
@@ -31,6 +35,6 @@ class Progress:
             self._next_log = fraction + 0.25
 
     def close(self) -> None:
-        """End the bar's line (also when the step stopped early); idempotent."""
+        """End the bar's line, also when the comparison stopped early; closing twice is harmless."""
         if self._bar is not None:
             self._bar.close()

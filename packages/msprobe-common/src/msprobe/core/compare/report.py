@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from msprobe.core.compare.divergence import Divergence, user_frame
 from msprobe.core.compare.escape import csv_row, printable
 from msprobe.core.compare.report_html import write_html
 from msprobe.core.compare.report_xlsx import write_xlsx
+from msprobe.core.compare.result import CompareResult
 from msprobe.core.compare.table import PERCENT_COLUMNS, columns, row_cells
 from msprobe.core.fileio import write_csv
 from msprobe.core.log import logger
-
-if TYPE_CHECKING:
-    from msprobe.core.compare.engine import CompareResult
 
 
 def write_reports(

@@ -22,16 +22,14 @@ import html
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from msprobe.core.compare.divergence import Divergence, worst_rows
 from msprobe.core.compare.escape import script_literal
+from msprobe.core.compare.result import CompareResult
 from msprobe.core.compare.rounding import BACKWARD_SLACK, FORWARD_SLACK, describe_unit
 from msprobe.core.compare.verdict import RowResult
 from msprobe.core.fileio import atomic_write_text
-
-if TYPE_CHECKING:
-    from msprobe.core.compare.engine import CompareResult
 
 HTML_MAX_ROWS = 20_000
 CHART_POINTS = 2_000

@@ -27,22 +27,25 @@ _STATIC_GRAPH_DATA_MODES = ("all", "input", "output")
 
 
 @dataclass(frozen=True)
-class StatisticsConfig:
-    """Section ``statistics``: which calls to summarise (``api_list`` is the JSON key ``list``)."""
+class _Filters:
+    """Which calls a dump keeps (``api_list`` is the JSON key ``list``)."""
 
     scope: tuple[str, ...] = ()
     api_list: tuple[str, ...] = ()
     data_mode: tuple[str, ...] = ("all",)
+
+
+@dataclass(frozen=True)
+class StatisticsConfig(_Filters):
+    """Section ``statistics``: the filters, and whether to summarise tensors by statistics or md5."""
+
     summary_mode: str = "statistics"
 
 
 @dataclass(frozen=True)
-class TensorConfig:
+class TensorConfig(_Filters):
     """Section ``tensor``: the same filters as statistics, plus how tensors are saved or streamed."""
 
-    scope: tuple[str, ...] = ()
-    api_list: tuple[str, ...] = ()
-    data_mode: tuple[str, ...] = ("all",)
     file_format: str = "npy"
     online_run_ut: bool = False
     nfs_path: str | None = None
@@ -207,8 +210,7 @@ def build_dump(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[]
         adapter=kit.adapter(),
         summary_mode=getattr(config.section, "summary_mode", "statistics"),
     )
-    return Session(config, collector, lambda sink: kit.interceptor(sink, config.level), kit.current_rank, on_finish,
-                   prepare_model=kit.prepare_for_comparison)
+    return Session.with_kit(config, collector, kit, on_finish, prepare_model=kit.prepare_for_comparison)
 
 
 STATISTICS = register(Task("statistics", StatisticsConfig, parse_statistics, (dump_rules,), build_dump))

@@ -122,7 +122,7 @@ def build_free_benchmark(config: DebuggerConfig, kit: FrameworkKit, on_finish: C
     from msprobe.core.session import Session
 
     collector = free_benchmark_collector(config, kit.benchmark_ops())
-    return Session(config, collector, lambda sink: kit.interceptor(sink, "L1"), kit.current_rank, on_finish)
+    return Session.with_kit(config, collector, kit, on_finish, level="L1")
 
 
 FREE_BENCHMARK = register(

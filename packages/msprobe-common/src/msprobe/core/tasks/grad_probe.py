@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from msprobe.core.config.fields import FieldReader
 from msprobe.core.config.model import DebuggerConfig
+from msprobe.core.kit import IdleRunner
 from msprobe.core.tasks.registry import Task, register
 
 if TYPE_CHECKING:
@@ -37,23 +38,13 @@ def parse_grad_probe(reader: FieldReader) -> GradProbeConfig:
     )
 
 
-class GradProbeRun:
+class GradProbeRun(IdleRunner):
     """The gradient monitor as the debugger's lifecycle sees it. ``monitor`` is what the user calls
     (``debugger.monitor(model)`` on PyTorch, ``debugger.monitor(optimizer)`` on MindSpore)."""
 
     def __init__(self, monitor: Any, on_finish: Callable[[], None]) -> None:
+        super().__init__(on_finish)
         self.monitor = monitor
-        self.finished = False
-        self._on_finish = on_finish
-
-    def start(self, model: Any = None) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-    def forward_backward_dump_end(self) -> None:
-        pass
 
     def step(self) -> None:
         """An iteration has ended: a monitor never given its model says so now (once)."""
@@ -61,9 +52,8 @@ class GradProbeRun:
 
     def finish(self) -> None:
         if not self.finished:
-            self.finished = True
             self.monitor.close()
-            self._on_finish()
+        super().finish()
 
 
 def build_grad_probe(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[], None]) -> GradProbeRun:

@@ -68,7 +68,7 @@ def build_overflow_check(config: DebuggerConfig, kit: FrameworkKit, on_finish: C
         adapter=kit.adapter(),
         overflow_nums=config.section.overflow_nums,
     )
-    return Session(config, collector, lambda sink: kit.interceptor(sink, config.level), kit.current_rank, on_finish)
+    return Session.with_kit(config, collector, kit, on_finish)
 
 
 OVERFLOW_CHECK = register(
