@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ import pytest
 from msprobe.core.compare import CompareError, CompareOptions, compare_dumps
 from msprobe.core.compare.command import compare_command
 from msprobe.core.compare.distributed import compare_steps
+from msprobe.core.compare.progress import Progress
 from msprobe.core.compare.report_xlsx import write_xlsx
 from msprobe.core.compare.table import columns
 from msprobe.core.compare.tensorfile import load_npy
@@ -249,3 +252,91 @@ def test_worst_rows_leave_out_rows_without_a_measure():
     bad = result("output.0", tensor, TensorMetrics(cosine=0.5, max_relative_err=0.3), "No")
     scalar = result("input.1", {"type": "int", "value": 1}, None, "N/A")
     assert worst_rows([scalar, good, bad]) == [bad, good]
+
+
+def test_xlsx_failure_while_writing_leaves_no_file_and_raises_the_error_itself(tmp_path):
+    def rows():
+        yield [1.0, "a"], ""
+        raise RuntimeError("row 2 broke")
+
+    with pytest.raises(RuntimeError, match="row 2 broke"):
+        write_xlsx(tmp_path / "r.xlsx", ["a", "b"], rows(), max_rows=2)  # also across a sheet change
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_xlsx_numpy_floats_keep_every_digit(tmp_path):
+    path = tmp_path / "r.xlsx"
+    write_xlsx(path, ["a", "b"], iter([([np.float64(0.1) + np.float64(0.2), np.float64(-1e-300)], "")]))
+    assert [c.value for c in openpyxl.load_workbook(path).active[2]] == [0.30000000000000004, -1e-300]
+
+
+def test_compare_modules_import_each_other_without_a_loop():
+    """engine builds CompareResult and calls the report writers, which read it: both import compare.result."""
+    import ast
+
+    import msprobe.core.compare as package
+
+    root, prefix = Path(package.__file__).parent, package.__name__ + "."
+    imports = {path.stem: {node.module.rsplit(".", 1)[1] for node in ast.walk(ast.parse(path.read_text()))
+                           if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix)}
+               for path in root.glob("*.py")}
+
+    def reaches(start: str, target: str, seen: set[str]) -> bool:
+        return any(d == target or (d not in seen and reaches(d, target, seen | {d})) for d in imports.get(start, ()))
+
+    assert [m for m in imports if reaches(m, m, {m})] == []
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def terminal(monkeypatch):
+    """stderr replaced by a terminal that keeps what is drawn on it."""
+    stream = Terminal()
+    monkeypatch.setattr(sys, "stderr", stream)
+    return stream
+
+
+def test_progress_bar_on_a_terminal_ends_its_line(terminal):
+    bar = Progress(10, "Compare tensors")
+    for _ in range(10):
+        bar.advance()
+    bar.close()
+    bar.close()
+    text = terminal.getvalue()
+    assert "Compare tensors" in text and "10/10" in text and text.endswith("\n")
+
+
+def test_progress_without_a_terminal_logs_a_few_lines_and_draws_nothing(monkeypatch, msprobe_log):
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    bar = Progress(8, "Compare tensors")
+    for _ in range(8):
+        bar.advance()
+    bar.close()
+    assert stream.getvalue() == ""
+    assert msprobe_log.messages == [f"Compare tensors: {n}/8" for n in (1, 2, 4, 6, 8)]
+
+
+def small_tensor_pair(tmp_path: Path, calls: int) -> tuple[Path, Path]:
+    rng = np.random.default_rng(3)
+    bench = [(f"Torch.add.{i}.forward", [rng.standard_normal(20).astype(np.float32)], [np.ones(2, np.float32)])
+             for i in range(calls)]
+    npu = [(e, [a[0] * 1.001], o) for e, a, o in bench]
+    return write_dump(tmp_path / "n", npu), write_dump(tmp_path / "b", bench)
+
+
+def test_progress_bar_beside_worker_processes(tmp_path, terminal):
+    npu, bench = small_tensor_pair(tmp_path, 20)  # 40 tensor pairs: enough for the worker pool
+    result = compare_dumps(npu, bench, tmp_path / "out", load_npy, options=CompareOptions(workers=2))
+    assert len(result.results) == 40 and result.not_compared == 0
+    assert "40/40" in terminal.getvalue() and terminal.getvalue().endswith("\n")
+
+
+def test_progress_off_draws_nothing(tmp_path, terminal):
+    npu, bench = small_tensor_pair(tmp_path, 3)
+    compare_dumps(npu, bench, tmp_path / "out", load_npy, options=CompareOptions(workers=1, progress=False))
+    assert terminal.getvalue() == ""

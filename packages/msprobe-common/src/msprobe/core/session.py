@@ -18,28 +18,8 @@ from msprobe.core.config import DebuggerConfig
 from msprobe.core.events import Call, CallSink, Interceptor, StepCollector
 from msprobe.core.fileio import UnsafePathError
 from msprobe.core.log import logger, set_rank
-from msprobe.core.select import Selector
 
 MODULE_LEVELS = ("L0", "mix")
-
-
-def selector_for(config: DebuggerConfig) -> Selector:
-    """The Selector a configuration asks for (sections without scope/list/data_mode select everything).
-
-    In the free_benchmark section ``scope`` is a list of full API names to check, not a range (the
-    seed's table; it excludes ``list``), so it selects by name there.
-    """
-    section = config.section
-    scope, names = getattr(section, "scope", ()), getattr(section, "api_list", ())
-    if config.task == "free_benchmark":
-        scope, names = (), (*scope, *names)
-    return Selector(
-        steps=config.step,
-        ranks=config.rank,
-        scope=scope,
-        names=names,
-        data_mode=getattr(section, "data_mode", ("all",)),
-    )
 
 
 # What writing a dump can raise: the operating system's errors (a full disk, a read-only or removed

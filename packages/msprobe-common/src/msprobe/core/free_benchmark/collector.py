@@ -164,7 +164,7 @@ class FreeBenchmarkCollector:
         def gone(ref: weakref.ref) -> None:  # the call was freed before it was done
             entry = pending.get(key)
             if entry is not None and entry.call is ref:
-                del pending[key]
+                pending.pop(key, None)
 
         pending[key] = _Pending(weakref.ref(call, gone), self.ops.before_call())
 
