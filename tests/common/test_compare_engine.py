@@ -292,15 +292,14 @@ class Terminal(io.StringIO):
         return True
 
 
-@pytest.fixture
-def terminal(monkeypatch):
-    """stderr replaced by a terminal that keeps what is drawn on it."""
-    stream = Terminal()
+def stderr_to(monkeypatch, stream: io.StringIO) -> io.StringIO:
+    """Replace stderr for the rest of the test (in its body: pytest's capture resets it between phases)."""
     monkeypatch.setattr(sys, "stderr", stream)
     return stream
 
 
-def test_progress_bar_on_a_terminal_ends_its_line(terminal):
+def test_progress_bar_on_a_terminal_ends_its_line(monkeypatch):
+    terminal = stderr_to(monkeypatch, Terminal())
     bar = Progress(10, "Compare tensors")
     for _ in range(10):
         bar.advance()
@@ -311,8 +310,7 @@ def test_progress_bar_on_a_terminal_ends_its_line(terminal):
 
 
 def test_progress_without_a_terminal_logs_a_few_lines_and_draws_nothing(monkeypatch, msprobe_log):
-    stream = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", stream)
+    stream = stderr_to(monkeypatch, io.StringIO())
     bar = Progress(8, "Compare tensors")
     for _ in range(8):
         bar.advance()
@@ -329,14 +327,16 @@ def small_tensor_pair(tmp_path: Path, calls: int) -> tuple[Path, Path]:
     return write_dump(tmp_path / "n", npu), write_dump(tmp_path / "b", bench)
 
 
-def test_progress_bar_beside_worker_processes(tmp_path, terminal):
+def test_progress_bar_beside_worker_processes(tmp_path, monkeypatch):
     npu, bench = small_tensor_pair(tmp_path, 20)  # 40 tensor pairs: enough for the worker pool
+    terminal = stderr_to(monkeypatch, Terminal())
     result = compare_dumps(npu, bench, tmp_path / "out", load_npy, options=CompareOptions(workers=2))
     assert len(result.results) == 40 and result.not_compared == 0
     assert "40/40" in terminal.getvalue() and terminal.getvalue().endswith("\n")
 
 
-def test_progress_off_draws_nothing(tmp_path, terminal):
+def test_progress_off_draws_nothing(tmp_path, monkeypatch):
     npu, bench = small_tensor_pair(tmp_path, 3)
+    terminal = stderr_to(monkeypatch, Terminal())
     compare_dumps(npu, bench, tmp_path / "out", load_npy, options=CompareOptions(workers=1, progress=False))
     assert terminal.getvalue() == ""

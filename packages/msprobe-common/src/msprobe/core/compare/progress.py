@@ -8,6 +8,7 @@ bar should be created after worker processes are forked: tqdm starts a monitor t
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -30,9 +31,9 @@ class Progress:
             self._bar.update(count)
             return
         fraction = self.done / self.total if self.total else 1.0
-        if fraction >= self._next_log:
+        if fraction >= self._next_log:  # the first, one per quarter passed, and the last
             logger.info("%s: %d/%d", self.label, self.done, self.total)
-            self._next_log = fraction + 0.25
+            self._next_log = min(math.floor(fraction * 4) + 1, 4) / 4
 
     def close(self) -> None:
         """End the bar's line, also when the comparison stopped early; closing twice is harmless."""
