@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from msprobe.core.calls import CallReporter, Level
+from msprobe.core.config.frameworks import Capabilities, register_framework
 from msprobe.core.events import Call, CallSink
 from msprobe.core.fileio import write_file
 from msprobe.core.host_stats import array_stats
@@ -198,11 +199,17 @@ def _arrays(args: tuple, kwargs: dict) -> list[np.ndarray]:
     return tensors_in((args, kwargs), lambda value: isinstance(value, np.ndarray))
 
 
-class NumpyKit:
-    """The framework kit of numpy (``msprobe.core.kit.FrameworkKit``): what a task builds from. It
-    borrows the configuration rules of ``pytorch``, the only thing core knows a framework by."""
+# A third framework, as a new framework package would declare itself: its configuration key, and what it
+# supports (the configuration rules read these, never the name).
+NUMPY = Capabilities(name="numpy", display="numpy", overflow_levels=("L0", "L1"))
+register_framework(NUMPY)
 
-    name = "pytorch"
+
+class NumpyKit:
+    """The framework kit of numpy (``msprobe.core.kit.FrameworkKit``): what a task builds from."""
+
+    name = NUMPY.name
+    capabilities = NUMPY
 
     def __init__(self) -> None:
         self.tensor_adapter = NumpyTensorAdapter()  # one per kit, so a test can read what it fetched

@@ -156,7 +156,7 @@ def config_for(tmp_path: Path, name: str = "dump", **fields):
     body[body["task"]] = section
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(body))
-    return load_debugger_config(path, framework="pytorch")  # the config knows two frameworks; numpy borrows one
+    return load_debugger_config(path, framework=NumpyKit.name)
 
 
 def session_for(config) -> tuple[Session, NumpyTensorAdapter]:

@@ -5,13 +5,13 @@ Every install function returns a :class:`Handle` (the model is ``torch.utils.hoo
 removes it when the block ends. A :class:`HandleGroup` collects several and removes them last-first, so
 two patches of one attribute come off in the right order and the whole lot is undone by one call.
 The framework's own hook handles (PyTorch's ``RemovableHandle``, MindSpore's ``HookHandle``) have the same
-``remove()`` and join a group as they are. :func:`patch_attribute` is the one way msprobe replaces an
-attribute it does not own.
+``remove()`` and join a group as they are. :func:`patch_attributes` (:func:`patch_attribute` for one) is
+the one way msprobe replaces attributes it does not own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 _H = TypeVar("_H", bound="Handle")
@@ -93,23 +93,47 @@ class HandleGroup(Handle):
 _ABSENT = object()
 
 
-def patch_attribute(
-    owner: Any, name: str, value: Any, *, set_attr: Callable[[Any, str, Any], None] = setattr
+def _saved(owner: Any, name: str) -> Any:
+    return vars(owner).get(name, _ABSENT) if isinstance(owner, type) else getattr(owner, name)
+
+
+def patch_attributes(
+    patches: Sequence[tuple[Any, str, Any]], *, set_attr: Callable[[Any, str, Any], None] = setattr
 ) -> Handle:
-    """``owner.name = value``, undone exactly by the handle.
+    """``owner.name = value`` for each ``(owner, name, value)``, all undone exactly by one handle (the last
+    patch first), or none: when one assignment raises, those already made are undone before the error
+    propagates.
 
     On a class the class's own entry is saved as it is (a ``staticmethod`` stays one); where the class
     only inherited ``name`` the handle deletes the attribute again, so lookup reaches the base class as
     before. On anything else (a module, an instance) the current value is put back. ``set_attr`` replaces
-    ``setattr`` where the owner's ``__setattr__`` must be bypassed (``object.__setattr__``).
+    ``setattr`` where the owners' ``__setattr__`` must be bypassed (``object.__setattr__``).
+
+    One handle and one list of saved values for the whole batch: an interceptor patches hundreds of
+    attributes at every enable, and a handle each would feed the garbage collector at every step.
     """
-    saved = vars(owner).get(name, _ABSENT) if isinstance(owner, type) else getattr(owner, name)
-    set_attr(owner, name, value)
+    saved = [_saved(owner, name) for owner, name, _ in patches]
 
-    def undo() -> None:
-        if saved is _ABSENT:
-            delattr(owner, name)
-        else:
-            set_attr(owner, name, saved)
+    def undo(count: int = len(patches)) -> None:
+        for (owner, name, _), old in zip(reversed(patches[:count]), reversed(saved[:count])):
+            if old is _ABSENT:
+                delattr(owner, name)
+            else:
+                set_attr(owner, name, old)
 
+    done = 0
+    try:
+        for owner, name, value in patches:
+            set_attr(owner, name, value)
+            done += 1
+    except BaseException:
+        undo(done)
+        raise
     return Handle(undo)
+
+
+def patch_attribute(
+    owner: Any, name: str, value: Any, *, set_attr: Callable[[Any, str, Any], None] = setattr
+) -> Handle:
+    """``owner.name = value``, undone exactly by the handle (see :func:`patch_attributes`)."""
+    return patch_attributes([(owner, name, value)], set_attr=set_attr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from msprobe.core.config.frameworks import Capabilities, register_framework
 from msprobe.core.config.model import DebuggerConfig
 from msprobe.core.events import CallSink, Interceptor, TensorAdapter
 
@@ -35,6 +36,7 @@ class FrameworkKit(Protocol):
     """A framework's parts, as the tasks use them."""
 
     name: str  # "pytorch" / "mindspore": the framework key of the configuration
+    capabilities: Capabilities  # what it supports; the configuration rules read these
 
     def adapter(self) -> TensorAdapter:
         """Tensor operations for the collectors (statistics, checksums, files)."""
@@ -91,14 +93,23 @@ class IdleRunner:
 
 class PartsKit:
     """A :class:`FrameworkKit` assembled from a framework's classes; a framework subclasses it for what
-    differs (its kernel dump, what it changes in the model while dumping)."""
+    differs (its kernel dump, what it changes in the model while dumping). Defining a subclass registers
+    its capabilities for the configuration rules."""
 
-    name: str
+    capabilities: Capabilities
     adapter_class: Callable[[], TensorAdapter]
     interceptor_class: Callable[..., Interceptor]
     benchmark_ops_class: Callable[[], Any]
     monitor_class: Callable[..., Any]
     rank: Callable[[], int | None]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        register_framework(cls.capabilities)
+
+    @property
+    def name(self) -> str:
+        return self.capabilities.name
 
     def adapter(self) -> TensorAdapter:
         return self.adapter_class()

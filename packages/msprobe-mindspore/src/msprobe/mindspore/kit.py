@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from msprobe.core.config import DebuggerConfig
+from msprobe.core.config.frameworks import MINDSPORE
 from msprobe.core.kit import PartsKit
 from msprobe.mindspore.adapter import MindSporeTensorAdapter
 from msprobe.mindspore.grad_probe import GradMonitor
@@ -19,7 +20,7 @@ from msprobe.mindspore.tasks.free_benchmark import MindSporeBenchmarkOps
 
 
 class MindSporeKit(PartsKit):
-    name = "mindspore"
+    capabilities = MINDSPORE
     adapter_class = MindSporeTensorAdapter
     interceptor_class = Interceptor
     benchmark_ops_class = MindSporeBenchmarkOps

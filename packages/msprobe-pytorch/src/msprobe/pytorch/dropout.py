@@ -11,22 +11,22 @@ from __future__ import annotations
 
 import torch
 
-from msprobe.core.handles import HandleGroup, patch_attribute
+from msprobe.core.handles import Handle, HandleGroup, patch_attributes
 from msprobe.core.log import logger
 
 _DROPOUT_TYPES = (torch.nn.modules.dropout._DropoutNd,)
 
 
-def zero_dropout(model: torch.nn.Module) -> HandleGroup:
+def zero_dropout(model: torch.nn.Module) -> Handle:
     """Set ``p = 0`` on ``model``'s dropout modules (those not at 0 already); the handle restores each ``p``."""
     changed = [m for m in model.modules() if isinstance(m, _DROPOUT_TYPES) and m.p]
-    handles = HandleGroup(patch_attribute(module, "p", 0.0) for module in changed)
+    handle = patch_attributes([(module, "p", 0.0) for module in changed])
     if changed:
         logger.info(
             f"dropout probability set to 0 in {len(changed)} dropout module(s) while dumping, so that "
             "runs on two devices can be compared; it is restored when the debugger finishes"
         )
-    return handles
+    return handle
 
 
 class DropoutOff(HandleGroup):

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from msprobe.core.config import DebuggerConfig
+from msprobe.core.config.frameworks import PYTORCH
 from msprobe.core.kit import IdleRunner, PartsKit
 from msprobe.core.log import logger
 from msprobe.pytorch.adapter import TorchTensorAdapter
@@ -19,7 +20,7 @@ from msprobe.pytorch.tasks.free_benchmark import TorchBenchmarkOps
 class TorchKit(PartsKit):
     """One per debugger: it also holds what collection changes in the user's model (dropout's ``p``)."""
 
-    name = "pytorch"
+    capabilities = PYTORCH
     adapter_class = TorchTensorAdapter
     interceptor_class = Interceptor
     benchmark_ops_class = TorchBenchmarkOps

@@ -2,7 +2,7 @@
 
 No bar is drawn when stderr is not a terminal (a log file or a CI job would fill with redraws), nor
 when the caller turns progress off (``CompareOptions.progress``; a multi-rank comparison does in its
-per-rank workers). tqdm is imported only when a bar is drawn (its import takes about 60 ms), and the
+per-rank workers). tqdm is imported only when a bar is drawn (its import takes about 20 ms), and the
 bar should be created after worker processes are forked: tqdm starts a monitor thread.
 """
 

@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from msprobe.core.config.dump_path import dump_path_problem
 from msprobe.core.config.errors import MISSING, ConfigError, Problem
 from msprobe.core.config.fields import FieldReader, one_of
+from msprobe.core.config.frameworks import capabilities_of, framework_names
 from msprobe.core.config.keys import COMMON_KEYS, warn_unused_keys
 from msprobe.core.config.model import (
     DEFAULT_DUMP_PATH,
     DEFAULT_LEVEL,
     DEFAULT_TASK,
-    FRAMEWORKS,
     LEVELS,
     DebuggerConfig,
 )
@@ -73,8 +73,9 @@ def build_config(
     for_debugger: bool,
 ) -> DebuggerConfig:
     """Validate the file's common keys (or the overriding arguments), then the effective task's section."""
-    if framework not in FRAMEWORKS:
-        raise ValueError(f"framework: got {framework!r}; allowed: {one_of(FRAMEWORKS)}")
+    if framework not in framework_names():
+        raise ValueError(f"framework: got {framework!r}; allowed: {one_of(framework_names())}")
+    capabilities = capabilities_of(framework)
     file = None if config_path is None else os.path.abspath(os.fspath(config_path))
     raw = {} if file is None else read_config_file(file)
     arguments = {key: value for key, value in overrides.items() if value is not None}
@@ -110,14 +111,14 @@ def build_config(
     enable_dataloader = from_file.flag("enable_dataloader", False)
 
     warn_unused_keys(raw, task)
-    if enable_dataloader and framework == "pytorch":
+    if enable_dataloader and capabilities.dataloader_steps:
         logger.warning(
             "enable_dataloader is deprecated (as announced by msprobe 1.1.1); call start/stop/step instead"
         )
     section_reader = _section_reader(raw, task)
     section = task_named(task).parse(section_reader)
     context = RuleContext(
-        framework=framework,
+        capabilities=capabilities,
         task=task,
         level=level,
         enable_dataloader=enable_dataloader,
@@ -129,7 +130,7 @@ def build_config(
         from_file.problems
         + from_arguments.problems
         + section_reader.problems
-        + cross_field_problems(context, task_named(task).rules)
+        + cross_field_problems(context, task_named(task).rules, tuple(t for t in tasks if task_named(t).build is None))
     )
     if problems:
         raise ConfigError(problems, file=file)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-FRAMEWORKS = ("pytorch", "mindspore")
 LEVELS = ("L0", "L1", "L2", "mix")
 DATA_MODES = ("all", "forward", "backward", "input", "output")
 DEFAULT_TASK = "statistics"
@@ -43,5 +42,7 @@ class DebuggerConfig:
 
     @property
     def is_static_graph(self) -> bool:
-        """MindSpore collects at level L2 through its own graph dump, not through msprobe's hooks."""
-        return self.framework == "mindspore" and self.level == "L2"
+        """Level L2 is the framework's static-graph kernel dump (MindSpore), not msprobe's hooks."""
+        from msprobe.core.config.frameworks import capabilities_of
+
+        return capabilities_of(self.framework).static_graph_l2 and self.level == "L2"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from msprobe.core.config.errors import Problem
+from msprobe.core.config.frameworks import Capabilities, only_on
 
 API_FULL_NAME = re.compile(r"[A-Za-z]\w*\.\S+\.\d+\.(forward|backward)")
 MODULE_FULL_NAME = re.compile(r"(Module|Cell)\.\S+\.(forward|backward)\.\d+")
@@ -23,7 +24,7 @@ MODULE_FULL_NAME = re.compile(r"(Module|Cell)\.\S+\.(forward|backward)\.\d+")
 class RuleContext:
     """The values a rule looks at, and where the user wrote each one (for the problem's path)."""
 
-    framework: str
+    capabilities: Capabilities
     task: str
     level: str
     enable_dataloader: bool
@@ -39,21 +40,22 @@ class RuleContext:
 
     @property
     def static_graph(self) -> bool:
-        return self.framework == "mindspore" and self.level == "L2"
+        return self.capabilities.static_graph_l2 and self.level == "L2"
 
 
 Rule = Callable[[RuleContext], Iterator[Problem]]
 
 
-def _common(ctx: RuleContext) -> Iterator[Problem]:
-    if ctx.framework == "mindspore" and ctx.task == "run_ut" and ctx.usable("task"):
+def _common(ctx: RuleContext, command_tasks: tuple[str, ...]) -> Iterator[Problem]:
+    caps = ctx.capabilities
+    if ctx.task in command_tasks and ctx.task not in caps.commands and ctx.usable("task"):
+        where = only_on(lambda c: ctx.task in c.commands)
         yield Problem(
-            ctx.path("task"), "run_ut", "a task other than 'run_ut' on MindSpore (run_ut is PyTorch only)"
+            ctx.path("task"), ctx.task, f"a task other than {ctx.task!r} on {caps.display} ({ctx.task} is {where})"
         )
-    if ctx.framework == "mindspore" and ctx.enable_dataloader:
-        yield Problem(
-            ctx.path("enable_dataloader"), True, "false on MindSpore (enable_dataloader is PyTorch only)"
-        )
+    if ctx.enable_dataloader and not caps.dataloader_steps:
+        where = only_on(lambda c: c.dataloader_steps)
+        yield Problem(ctx.path("enable_dataloader"), True, f"false on {caps.display} (enable_dataloader is {where})")
 
 
 def online_problems(ctx: RuleContext, online: bool, section: Any) -> Iterator[Problem]:
@@ -66,9 +68,10 @@ def online_problems(ctx: RuleContext, online: bool, section: Any) -> Iterator[Pr
         yield Problem(ctx.path("port"), None, "the receiver's port 1..65535 (online mode without nfs_path)")
 
 
-def cross_field_problems(ctx: RuleContext, task_rules: Iterable[Rule]) -> list[Problem]:
-    """The common rules, then those of the task (its module's ``rules``)."""
-    problems = list(_common(ctx))
+def cross_field_problems(ctx: RuleContext, task_rules: Iterable[Rule], command_tasks: tuple[str, ...]) -> list[Problem]:
+    """The common rules, then those of the task (its module's ``rules``). ``command_tasks``: the tasks
+    that configure a command rather than the debugger."""
+    problems = list(_common(ctx, command_tasks))
     for rule in task_rules:
         problems.extend(rule(ctx))
     return problems

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from msprobe.core.config.errors import Problem
 from msprobe.core.config.fields import FieldReader, one_of
+from msprobe.core.config.frameworks import names_with, only_on
 from msprobe.core.config.model import DATA_MODES, DebuggerConfig
 from msprobe.core.config.rules import API_FULL_NAME, MODULE_FULL_NAME, RuleContext, online_problems
 from msprobe.core.tasks.registry import Task, register
@@ -24,6 +25,7 @@ SUMMARY_MODES = ("statistics", "md5")
 FILE_FORMATS = ("npy", "bin")
 _NAME_REGEX = re.compile(r"name-regex\((.*)\)")
 _STATIC_GRAPH_DATA_MODES = ("all", "input", "output")
+_STATIC_GRAPH = f"{names_with(lambda c: c.static_graph_l2)} static graph"
 
 
 @dataclass(frozen=True)
@@ -127,14 +129,14 @@ def _scope(ctx: RuleContext, section: StatisticsConfig | TensorConfig) -> Iterat
 def _api_list(ctx: RuleContext, section: StatisticsConfig | TensorConfig) -> Iterator[Problem]:
     if not ctx.usable("list", "level"):
         return
-    if ctx.framework == "pytorch" and ctx.level == "L2":
+    if ctx.capabilities.one_api_l2 and ctx.level == "L2":
         names = section.api_list
         if len(names) != 1 or not API_FULL_NAME.fullmatch(names[0]):
             yield Problem(
                 ctx.path("list"),
                 list(names),
                 "exactly one full API name like 'Functional.linear.0.backward' "
-                "(PyTorch level L2 kernel dump)",
+                f"({ctx.capabilities.display} level L2 kernel dump)",
             )
     for index, name in enumerate(section.api_list):
         match = _NAME_REGEX.fullmatch(name)
@@ -144,7 +146,7 @@ def _api_list(ctx: RuleContext, section: StatisticsConfig | TensorConfig) -> Ite
             yield Problem(
                 f"{ctx.path('list')}[{index}]",
                 name,
-                "name-regex(...) only in MindSpore static graph (level L2)",
+                f"name-regex(...) only in {_STATIC_GRAPH} (level L2)",
             )
             continue
         try:
@@ -168,13 +170,13 @@ def _dump_modes(ctx: RuleContext, section: StatisticsConfig | TensorConfig) -> I
         yield Problem(
             ctx.path("data_mode"),
             list(section.data_mode),
-            f"a single element, {one_of(_STATIC_GRAPH_DATA_MODES)}, in MindSpore static graph (level L2)",
+            f"a single element, {one_of(_STATIC_GRAPH_DATA_MODES)}, in {_STATIC_GRAPH} (level L2)",
         )
     if isinstance(section, StatisticsConfig) and ctx.static_graph and section.summary_mode == "md5":
-        yield Problem(ctx.path("summary_mode"), "md5", "'statistics' in MindSpore static graph (level L2)")
+        yield Problem(ctx.path("summary_mode"), "md5", f"'statistics' in {_STATIC_GRAPH} (level L2)")
     if isinstance(section, TensorConfig) and section.file_format == "bin" and not ctx.static_graph:
         yield Problem(
-            ctx.path("file_format"), "bin", "'npy'; 'bin' only in MindSpore static graph (level L2)"
+            ctx.path("file_format"), "bin", f"'npy'; 'bin' only in {_STATIC_GRAPH} (level L2)"
         )
 
 
@@ -185,9 +187,10 @@ def dump_rules(ctx: RuleContext) -> Iterator[Problem]:
     yield from _api_list(ctx, section)
     yield from _dump_modes(ctx, section)
     if isinstance(section, TensorConfig) and section.online_run_ut:
-        if ctx.framework == "mindspore":
+        if not ctx.capabilities.online_run_ut:
+            where = only_on(lambda c: c.online_run_ut)
             yield Problem(
-                ctx.path("online_run_ut"), True, "false on MindSpore (online run_ut is PyTorch only)"
+                ctx.path("online_run_ut"), True, f"false on {ctx.capabilities.display} (online run_ut is {where})"
             )
         yield from online_problems(ctx, True, section)
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from msprobe.core.config.errors import Problem
 from msprobe.core.config.fields import FieldReader
+from msprobe.core.config.frameworks import only_on
 from msprobe.core.config.model import DebuggerConfig
 from msprobe.core.config.rules import RuleContext
 from msprobe.core.tasks.registry import Task, register
@@ -60,31 +61,32 @@ def parse_free_benchmark(reader: FieldReader) -> FreeBenchmarkConfig:
     )
 
 
-def _pytorch_only(ctx: RuleContext, fb: FreeBenchmarkConfig) -> Iterator[Problem]:
-    if fb.scope:
-        yield Problem(ctx.path("scope"), list(fb.scope), "[] on MindSpore (name the APIs in list instead)")
-    if fb.fuzz_device == "cpu":
-        yield Problem(ctx.path("fuzz_device"), "cpu", "'npu' on MindSpore ('cpu' is PyTorch only)")
-    if fb.pert_mode == "to_cpu":
-        yield Problem(
-            ctx.path("pert_mode"), "to_cpu", "any mode but 'to_cpu' on MindSpore ('to_cpu' is PyTorch only)"
-        )
-    if fb.if_preheat:
-        yield Problem(ctx.path("if_preheat"), True, "false on MindSpore (preheat is PyTorch only)")
+def _unsupported_here(ctx: RuleContext, fb: FreeBenchmarkConfig) -> Iterator[Problem]:
+    caps = ctx.capabilities
+    if fb.scope and not caps.free_benchmark_scope_names:
+        yield Problem(ctx.path("scope"), list(fb.scope), f"[] on {caps.display} (name the APIs in list instead)")
+    if not caps.free_benchmark_on_cpu:
+        where = only_on(lambda c: c.free_benchmark_on_cpu)
+        if fb.fuzz_device == "cpu":
+            yield Problem(ctx.path("fuzz_device"), "cpu", f"'npu' on {caps.display} ('cpu' is {where})")
+        if fb.pert_mode == "to_cpu":
+            allowed = f"any mode but 'to_cpu' on {caps.display} ('to_cpu' is {where})"
+            yield Problem(ctx.path("pert_mode"), "to_cpu", allowed)
+    if fb.if_preheat and not caps.free_benchmark_preheat:
+        where = only_on(lambda c: c.free_benchmark_preheat)
+        yield Problem(ctx.path("if_preheat"), True, f"false on {caps.display} (preheat is {where})")
 
 
 def free_benchmark_rules(ctx: RuleContext) -> Iterator[Problem]:
     fb = ctx.section
     assert isinstance(fb, FreeBenchmarkConfig)
-    if ctx.framework == "mindspore":
-        yield from _pytorch_only(ctx, fb)
+    yield from _unsupported_here(ctx, fb)
     if fb.scope and fb.api_list:
         yield Problem(
             ctx.path("list"), list(fb.api_list), "[] when scope is given (scope and list are exclusive)"
         )
-    pytorch = ctx.framework == "pytorch"
     if (
-        pytorch
+        ctx.capabilities.free_benchmark_on_cpu
         and ctx.usable("fuzz_device", "pert_mode")
         and (fb.fuzz_device == "cpu") != (fb.pert_mode == "to_cpu")
     ):

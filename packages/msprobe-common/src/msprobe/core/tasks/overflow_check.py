@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from msprobe.core.config.errors import Problem
 from msprobe.core.config.fields import FieldReader, one_of
+from msprobe.core.config.frameworks import only_on
 from msprobe.core.config.model import DebuggerConfig
 from msprobe.core.config.rules import RuleContext
 from msprobe.core.log import logger
@@ -39,16 +40,17 @@ def parse_overflow_check(reader: FieldReader) -> OverflowCheckConfig:
 def overflow_rules(ctx: RuleContext) -> Iterator[Problem]:
     """The levels overflow check runs at; a MindSpore-only setting on PyTorch is only worth a warning."""
     assert isinstance(ctx.section, OverflowCheckConfig)
-    if ctx.usable("level"):
-        levels = ("L0", "L1", "L2") if ctx.framework == "mindspore" else ("L0", "L1")
-        if ctx.level not in levels:
-            note = " (L2: MindSpore static graph)" if ctx.framework == "mindspore" else " for PyTorch"
-            yield Problem(ctx.path("level"), ctx.level, f"{one_of(levels)} for task overflow_check{note}")
-    if ctx.framework == "pytorch" and ctx.section.check_mode != "all":
+    caps = ctx.capabilities
+    if ctx.usable("level") and ctx.level not in caps.overflow_levels:
+        note = f" (L2: {caps.display} static graph)" if caps.static_graph_l2 else f" for {caps.display}"
+        yield Problem(ctx.path("level"), ctx.level, f"{one_of(caps.overflow_levels)} for task overflow_check{note}")
+    if not caps.overflow_check_modes and ctx.section.check_mode != "all":
         logger.warning(
-            "%s = %r applies to MindSpore only; ignored on PyTorch",
+            "%s = %r applies to %s; ignored on %s",
             ctx.path("check_mode"),
             ctx.section.check_mode,
+            only_on(lambda c: c.overflow_check_modes),
+            caps.display,
         )
 
 

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from msprobe.core.handles import HandleGroup, patch_attribute
+from msprobe.core.handles import Handle, patch_attributes
 from msprobe.mindspore.hooks.catalog import ApiTarget
 
 RunApi = Callable[[str, str, Callable, tuple, dict, bool], Any]
@@ -24,11 +24,11 @@ class ApiPatches:
     """The wrappers for a list of targets, built once; :meth:`install` swaps them in."""
 
     def __init__(self, targets: list[ApiTarget], run_api: RunApi) -> None:
-        self._wrappers = [(t, _make_wrapper(t, getattr(t.owner, t.attr), run_api)) for t in targets]
+        self._patches = [(t.owner, t.attr, _make_wrapper(t, getattr(t.owner, t.attr), run_api)) for t in targets]
 
-    def install(self) -> HandleGroup:
+    def install(self) -> Handle:
         """Put every wrapper in place; the handle restores the originals exactly."""
-        return HandleGroup(patch_attribute(target.owner, target.attr, wrapper) for target, wrapper in self._wrappers)
+        return patch_attributes(self._patches)
 
 
 def _make_wrapper(target: ApiTarget, original: Callable, run_api: RunApi) -> Callable:

@@ -13,7 +13,7 @@ from typing import Any
 
 from mindspore import nn
 from mindspore.ops import Primitive
-from msprobe.core.handles import HandleGroup, patch_attribute
+from msprobe.core.handles import Handle, patch_attributes
 from msprobe.mindspore.hooks.api_patch import RunApi
 
 
@@ -44,7 +44,6 @@ class PrimitiveTaps:
                     api = f"{attr}.{type(value).__name__}"
                     self._slots.append((cell, attr, _PrimitiveCall(value, api, run_api)))
 
-    def install(self) -> HandleGroup:
+    def install(self) -> Handle:
         """Shadow each primitive attribute with its stand-in; the handle puts the primitives back."""
-        return HandleGroup(patch_attribute(cell, attr, stand_in, set_attr=object.__setattr__)
-                           for cell, attr, stand_in in self._slots)
+        return patch_attributes(self._slots, set_attr=object.__setattr__)

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from msprobe.core.handles import Handle, HandleGroup, patch_attribute
+from msprobe.core.handles import Handle, patch_attributes
 from msprobe.pytorch.hooks.api_names import OPERATOR_DUNDERS, build_api_table, is_mutating
 from msprobe.pytorch.hooks.recorder import Recorder
 
@@ -76,12 +76,12 @@ def push_mode(mode: ApiMode) -> Handle:
     return Handle(lambda: mode.__exit__(None, None, None))
 
 
-def install_operator_names(mode: ApiMode) -> HandleGroup:
+def install_operator_names(mode: ApiMode) -> Handle:
     """Put the name-hint wrappers on ``torch.Tensor``'s operator dunders; the handle restores the originals
     (deleting the attribute again where ``Tensor`` inherited it from ``TensorBase``)."""
     found = [(name, getattr(torch.Tensor, name, None)) for name in OPERATOR_DUNDERS]
-    return HandleGroup(patch_attribute(torch.Tensor, name, _hinted(mode, name, original))
-                       for name, original in found if original is not None)
+    return patch_attributes([(torch.Tensor, name, _hinted(mode, name, original))
+                             for name, original in found if original is not None])
 
 
 def _hinted(mode: ApiMode, name: str, original: Any) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from msprobe.core.handles import HandleGroup, patch_attribute
+from msprobe.core.handles import Handle, patch_attributes
 from msprobe.pytorch.hooks.recorder import Recorder
 
 COLLECTIVES = (
@@ -25,12 +25,12 @@ COLLECTIVES = (
 )  # fmt: skip
 
 
-def install_collectives(recorder: Recorder) -> HandleGroup:
+def install_collectives(recorder: Recorder) -> Handle:
     """Wrap the collectives of ``torch.distributed``; the handle puts the originals back."""
     dist = torch.distributed
     found = [(name, getattr(dist, name, None)) for name in COLLECTIVES] if dist.is_available() else []
-    return HandleGroup(patch_attribute(dist, name, _wrapper(recorder, name, original))
-                       for name, original in found if original is not None)
+    return patch_attributes([(dist, name, _wrapper(recorder, name, original))
+                             for name, original in found if original is not None])
 
 
 def _wrapper(recorder: Recorder, api: str, original: Any) -> Any:
