@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from msprobe.core.handles import Handle, HandleGroup, patch_attribute
+from msprobe.core.handles import Handle, HandleGroup, patch_attribute, patch_attributes
 
 
 class _Undo:
@@ -146,3 +146,22 @@ def test_patch_attribute_with_a_setter_that_bypasses_the_owners_setattr():
     with patch_attribute(guarded, "matmul", "stand-in", set_attr=object.__setattr__):
         assert guarded.matmul == "stand-in"
     assert guarded.matmul == "primitive"
+
+
+def test_patch_attributes_is_one_handle_for_a_batch_and_all_or_nothing():
+    module = types.ModuleType("fake_ops")
+    module.relu, module.gelu = "relu", "gelu"
+    handle = patch_attributes([(module, "relu", "w1"), (_Owner, "inherited", "w2"), (module, "relu", "w3")])
+    assert (module.relu, vars(_Owner)["inherited"]) == ("w3", "w2")
+    handle.remove()
+    handle.remove()
+    assert module.relu == "relu" and "inherited" not in vars(_Owner)
+
+    def refuse_gelu(owner: object, name: str, value: object) -> None:
+        if name == "gelu" and value != "gelu":
+            raise AttributeError("read-only")
+        setattr(owner, name, value)
+
+    with pytest.raises(AttributeError, match="read-only"):
+        patch_attributes([(module, "relu", "w1"), (module, "gelu", "w2")], set_attr=refuse_gelu)
+    assert (module.relu, module.gelu) == ("relu", "gelu")

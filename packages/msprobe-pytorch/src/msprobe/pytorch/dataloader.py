@@ -36,5 +36,3 @@ def install_dataloader_steps(debugger: Any) -> Handle:
 
     return patch_attribute(dataloader._BaseDataLoaderIter, "__next__", __next__)
 
-
-DataLoaderSteps = install_dataloader_steps  # the name pytorch/debugger.py imports until it uses the new one

@@ -9,7 +9,8 @@ import torch
 
 from msprobe.core.config import DebuggerConfig, warn_unknown_ranks
 from msprobe.core.debugger import BaseDebugger
-from msprobe.pytorch.dataloader import DataLoaderSteps
+from msprobe.core.handles import Handle
+from msprobe.pytorch.dataloader import install_dataloader_steps
 from msprobe.pytorch.kit import TorchKit
 from msprobe.pytorch.rank import current_rank
 
@@ -24,9 +25,7 @@ class PrecisionDebugger(BaseDebugger):
 
     def _setup(self, config: DebuggerConfig) -> None:
         self._ranks_checked = False
-        self._dataloader_steps: DataLoaderSteps | None = None
-        if config.enable_dataloader:
-            self._dataloader_steps = DataLoaderSteps(self)
+        self._dataloader_steps = install_dataloader_steps(self) if config.enable_dataloader else Handle()
 
     def start(self, model: Any = None) -> None:
         if not self._ranks_checked and current_rank() is not None:
@@ -35,9 +34,7 @@ class PrecisionDebugger(BaseDebugger):
         super().start(model)
 
     def _finished(self) -> None:
-        if self._dataloader_steps is not None:
-            self._dataloader_steps.remove()
-            self._dataloader_steps = None
+        self._dataloader_steps.remove()
         super()._finished()
 
     def monitor(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> None:

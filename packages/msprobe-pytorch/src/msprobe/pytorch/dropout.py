@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from msprobe.core.handles import Handle, HandleGroup, patch_attributes
+from msprobe.core.handles import Handle, patch_attributes
 from msprobe.core.log import logger
 
 _DROPOUT_TYPES = (torch.nn.modules.dropout._DropoutNd,)
@@ -28,15 +28,3 @@ def zero_dropout(model: torch.nn.Module) -> Handle:
         )
     return handle
 
-
-class DropoutOff(HandleGroup):
-    """The interface pytorch/debugger.py still uses (``apply`` per start, ``restore`` at the end), until it
-    keeps the handles of :func:`zero_dropout` itself."""
-
-    __slots__ = ()
-
-    def apply(self, model: torch.nn.Module) -> None:
-        self.add(zero_dropout(model))
-
-    def restore(self) -> None:
-        self.remove()

@@ -7,10 +7,11 @@ from typing import Any
 
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.config.frameworks import PYTORCH
+from msprobe.core.handles import HandleGroup
 from msprobe.core.kit import IdleRunner, PartsKit
 from msprobe.core.log import logger
 from msprobe.pytorch.adapter import TorchTensorAdapter
-from msprobe.pytorch.dropout import DropoutOff
+from msprobe.pytorch.dropout import zero_dropout
 from msprobe.pytorch.grad_probe import GradMonitor
 from msprobe.pytorch.hooks import Interceptor
 from msprobe.pytorch.rank import current_rank
@@ -28,7 +29,7 @@ class TorchKit(PartsKit):
     rank = staticmethod(current_rank)
 
     def __init__(self) -> None:
-        self._dropout = DropoutOff()
+        self._changed = HandleGroup()  # what collection changed in the user's model, undone by restore()
 
     def kernel_dump(self, config: DebuggerConfig, on_finish: Callable[[], None]) -> IdleRunner:
         """torch_npu's kernel dump needs an Ascend NPU: off one, level L2 collects nothing (and says so)."""
@@ -37,7 +38,7 @@ class TorchKit(PartsKit):
 
     def prepare_for_comparison(self, model: Any) -> None:
         """While dumping, dropout layers use p = 0 (SPEC 4's dropout rule, ``dropout.py``)."""
-        self._dropout.apply(model)
+        self._changed.add(zero_dropout(model))
 
     def restore(self) -> None:
-        self._dropout.restore()
+        self._changed.remove()
