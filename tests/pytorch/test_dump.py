@@ -232,3 +232,18 @@ def test_enable_dataloader_drives_the_steps_and_is_deprecated(tmp_path, msprobe_
     assert "Functional.linear.0.forward" in load(tmp_path / "dump", step=1)["data"]
     assert debugger.finished
     assert _BaseDataLoaderIter.__next__ is original_next
+
+
+def test_module_dump_as_a_with_block(tmp_path):
+    from msprobe.pytorch import module_dump
+
+    block = nn.Sequential(nn.Linear(8, 4), nn.ReLU())
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "dump"), task="statistics", level="L1")
+    debugger.start()
+    with module_dump(block, "blk"):
+        out = block(torch.randn(3, 8))
+    torch.relu(out)  # after the block: APIs are collected again
+    debugger.stop()
+    data = load(tmp_path / "dump")["data"]
+    assert "Module.blk.Sequential.forward.0" in data and "Torch.relu.0.forward" in data
+    assert not any(name.startswith("Functional.linear") for name in data)
