@@ -38,7 +38,7 @@ def test_call_state_lives_on_its_call_and_belongs_to_one_collector():
     assert first.take(other) is None  # another call has none
     assert first.take(call) == {"a": 1} and first.take(call) is None  # taken once
     assert second.take(call) == ("kept",)
-    assert call.extra == {}
+    assert call.state == {}
 
 
 # ------------------------------------------------------------------------------------------ EntryEncoder
@@ -190,7 +190,7 @@ def test_dump_keeps_every_selected_entry_with_construct_and_backward(tmp_path):
     assert run(collector, api("Torch.relu.0.forward", x), np.maximum(x, 0))
     collector.forward_end(net, np.ones(2))
     collector.backward(net, (np.ones(2),), (np.ones(2),))
-    assert net.extra == {}  # the per-call state went with the forward's end
+    assert net.state == {}  # the per-call state went with the forward's end
     collector.end_step()
     directory = step_dir(tmp_path, 0, None)
     data = read_json(directory / "dump.json")
@@ -266,4 +266,4 @@ def test_overflow_check_is_composed_not_derived():
                                   adapter=NumpyTensorAdapter(), overflow_nums=1)
     call = api("Torch.exp.0.forward", np.ones(1))
     collector.forward_start(call)
-    assert [type(key) for key in call.extra] == [CallState]  # no string keys
+    assert [type(key) for key in call.state] == [CallState]  # no string keys

@@ -1,7 +1,7 @@
 """The framework-free half of free benchmark: comparison (incl. one-sided non-finite), thresholds,
 preheat calibration, the CSV appended across steps and processes and read back, the shared half of a
 framework's ops (perturbation walk, re-run under the call's random state) over numpy, and the
-collector's per-call state (never on ``Call.extra``, never carried into another step)."""
+collector's per-call state (never on ``Call.state``, never carried into another step)."""
 
 from __future__ import annotations
 
@@ -228,7 +228,7 @@ def test_rerun_draws_what_the_call_drew_and_leaves_the_users_stream_alone(tmp_pa
     collector.end_step()
     assert np.array_equal(output, expected) and read_rows(collector.csv_path) == []
     assert ops.rng.random() == plain.rng.random()
-    assert call.extra == {}  # the collector keeps its per-call state itself
+    assert call.state == {}  # the collector keeps its per-call state itself
 
 
 def test_forward_check_writes_a_row_for_an_unstable_output(tmp_path):
@@ -269,4 +269,4 @@ def test_backward_state_never_reaches_another_step(tmp_path):
     _intercepted(collector, on_time)
     collector.backward(on_time, (np.ones(4),), (np.ones(4),))
     collector.backward(on_time, (np.ones(4),), (np.ones(4),))  # judged once
-    assert ops.gradients_asked == 1 and on_time.extra == {}
+    assert ops.gradients_asked == 1 and on_time.state == {}

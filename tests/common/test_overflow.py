@@ -165,7 +165,7 @@ def test_overflow_nums_ends_collection_for_the_run(tmp_path):
     run(collector, "Torch.exp.0.forward", [np.ones(2)], INF)
     assert collector.exhausted
     late = run(collector, "Torch.exp.1.forward", [np.ones(2)], INF)
-    assert late.extra == {}  # not even started
+    assert late.state == {}  # not even started
     collector.end_step()
     assert read_json(step_dir(tmp_path, 0, None) / OVERFLOW_FILE) == {"Torch.exp.0.forward": ORIGIN}
 

@@ -38,7 +38,7 @@ T = TypeVar("T")
 class CallState(Generic[T]):
     """One collector's own state for one call, from its forward's start to its end.
 
-    Kept on the call (``Call.extra``) under this object as key, so it lives exactly as long as the call:
+    Kept on the call (``Call.state``) under this object as key, so it lives exactly as long as the call:
     a forward that raises takes its state with it (a table keyed by ``id(call)`` would keep it and could
     hand it to a later call at the same address), and two collectors never see each other's state.
     """
@@ -52,11 +52,11 @@ class CallState(Generic[T]):
         return f"CallState({self.what!r})"
 
     def put(self, call: Call, value: T) -> None:
-        call.extra[self] = value
+        call.state[self] = value
 
     def take(self, call: Call) -> T | None:
         """The state ``put`` for this call (removed), or None when there is none."""
-        return call.extra.pop(self, None)
+        return call.state.pop(self, None)
 
 
 class ModuleSpans:

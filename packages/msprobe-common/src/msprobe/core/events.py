@@ -26,6 +26,10 @@ class Call:
 
     ``rerun`` (API calls only, else ``None``) runs the real API again, unrecorded:
     ``call.rerun(*args, **kwargs)``. Free benchmark uses it to run an API on perturbed inputs.
+
+    ``state`` holds the sinks' per-call state between ``forward_start`` and the call's end, keyed by
+    their typed :class:`~msprobe.core.collector.CallState` tokens (never by strings), so it lives exactly
+    as long as the call.
     """
 
     name: str
@@ -33,7 +37,7 @@ class Call:
     kwargs: dict
     is_module: bool = False
     mutates_inputs: bool = False
-    extra: dict = field(default_factory=dict)
+    state: dict = field(default_factory=dict)
     rerun: Callable[..., Any] | None = None
 
 
