@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 
 import pytest
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "frameworks(*names): needs these msprobe framework packages (skipped where msprobe-common is alone)",
+    )
+
+
+def pytest_runtest_setup(item) -> None:
+    """``tests/common`` also runs with msprobe-common alone; tests of a framework's commands skip there."""
+    marker = item.get_closest_marker("frameworks")
+    if marker is not None:
+        missing = [name for name in marker.args if importlib.util.find_spec(f"msprobe.{name}") is None]
+        if missing:
+            pytest.skip(f"needs msprobe-{', msprobe-'.join(missing)}")
 
 
 class _Records(logging.Handler):

@@ -16,6 +16,7 @@ def run_cli(*argv: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.frameworks("pytorch", "mindspore")
 def test_version_lists_every_installed_msprobe_package():
     result = run_cli("--version")
     assert result.returncode == 0
@@ -23,6 +24,7 @@ def test_version_lists_every_installed_msprobe_package():
     assert [line.split()[0] for line in lines] == ["msprobe-common", "msprobe-pytorch", "msprobe-mindspore"]
 
 
+@pytest.mark.frameworks("pytorch", "mindspore")
 def test_help_lists_frameworks_and_core_commands():
     result = run_cli("--help")
     assert result.returncode == 0
@@ -30,6 +32,7 @@ def test_help_lists_frameworks_and_core_commands():
     assert "installed frameworks: mindspore, pytorch" in result.stdout
 
 
+@pytest.mark.frameworks("pytorch", "mindspore")
 def test_both_frameworks_are_registered_through_entry_points():
     frameworks = cli.installed_frameworks()
     assert set(frameworks) == {"pytorch", "mindspore"}
@@ -44,6 +47,7 @@ def test_unknown_framework_is_rejected_with_the_choices():
     assert "invalid choice: 'jax'" in result.stderr and "pytorch" in result.stderr
 
 
+@pytest.mark.frameworks("pytorch", "mindspore")
 def test_unknown_command_names_it():
     result = run_cli("-f", "pytorch", "no_such_command")
     assert result.returncode == 2

@@ -19,6 +19,8 @@ import pytest
 
 from msprobe.core import cli
 
+pytestmark = pytest.mark.frameworks("pytorch")  # the compare command comes with a framework
+
 TESTS = Path(__file__).parents[1]
 DUMPS = TESTS / "pytorch" / "data" / "compare_ref"
 REFERENCE = TESTS / "data" / "reference-outputs" / "pytorch"

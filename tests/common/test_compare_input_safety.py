@@ -20,6 +20,8 @@ from msprobe.core.compare.tensorfile import TensorFileError, TensorSpec, load_np
 from msprobe.core.config import ConfigError, load_config
 from msprobe.core.jsonfile import JsonFileError, load_json_file
 
+needs_compare_command = pytest.mark.frameworks("pytorch")  # the compare command comes with a framework
+
 CPUS = os.cpu_count() or 1
 
 
@@ -55,6 +57,7 @@ def pair(tmp_path) -> Path:
     return config_for(tmp_path, stats_dump(tmp_path / "npu", calls), stats_dump(tmp_path / "bench", calls))
 
 
+@needs_compare_command
 @pytest.mark.parametrize("workers", ["0", "-3", "100000", str(CPUS + 1), "two"])
 def test_worker_counts_outside_1_to_the_cpus_are_a_usage_error(pair, tmp_path, capsys, workers):
     with pytest.raises(SystemExit) as exit_info:
@@ -65,6 +68,7 @@ def test_worker_counts_outside_1_to_the_cpus_are_a_usage_error(pair, tmp_path, c
     assert f"allowed: an integer from 1 to {CPUS}" in error and not (tmp_path / "out").exists()
 
 
+@needs_compare_command
 def test_worker_counts_in_range_and_from_python(pair, tmp_path):
     assert run(pair, tmp_path / "out", "-j", str(CPUS)) == 0
     from msprobe.pytorch.compare import compare
@@ -83,6 +87,7 @@ REASONS = {"deep": "nests arrays or objects too deeply", "nested": "nests arrays
            "huge integer": "holds an integer of more than 4300 digits"}
 
 
+@needs_compare_command
 @pytest.mark.parametrize("kind", HOSTILE)
 def test_hostile_dump_json_is_one_error_line_naming_the_file(pair, tmp_path, kind, msprobe_log):
     settings = json.loads(pair.read_text())
@@ -93,6 +98,7 @@ def test_hostile_dump_json_is_one_error_line_naming_the_file(pair, tmp_path, kin
     assert "\n" not in error and not (tmp_path / "out").exists()
 
 
+@needs_compare_command
 def test_hostile_json_from_the_command_line_has_no_traceback(pair, tmp_path):
     pair.write_text(HOSTILE["deep"]())
     done = subprocess.run([sys.executable, "-m", "msprobe.core", "-f", "pytorch", "compare", "-i", str(pair), "-o",
@@ -145,6 +151,7 @@ def hostile_names(tmp_path) -> Path:
     return config_for(tmp_path, stats_dump(tmp_path / "npu", npu), stats_dump(tmp_path / "bench", bench))
 
 
+@needs_compare_command
 def test_csv_cells_that_a_spreadsheet_would_run_are_quoted_numbers_stay_numbers(hostile_names, tmp_path):
     assert run(hostile_names, tmp_path / "out") == 0
     [path] = (tmp_path / "out").glob("*.csv")
@@ -158,6 +165,7 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_quoted_numbers_stay_numbers(
     assert "-1.5" in mins and "-0.5" in mins  # negative numbers are written as numbers, unquoted
 
 
+@needs_compare_command
 def test_html_escapes_names_in_text_and_in_its_script(hostile_names, tmp_path):
     assert run(hostile_names, tmp_path / "out") == 0
     [path] = (tmp_path / "out").glob("*.html")
@@ -169,6 +177,7 @@ def test_html_escapes_names_in_text_and_in_its_script(hostile_names, tmp_path):
     assert "Torch.x&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;!--&lt;script&gt;" in page
 
 
+@needs_compare_command
 def test_log_lines_show_control_characters_escaped(hostile_names, tmp_path, msprobe_log):
     assert run(hostile_names, tmp_path / "out") == 0
     assert all("\n" not in m and "\x1b" not in m for m in msprobe_log.messages)

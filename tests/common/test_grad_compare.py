@@ -286,6 +286,7 @@ def test_clear_errors_for_missing_inputs_and_mismatched_shapes(tmp_path, msprobe
     assert any(r.levelno == logging.ERROR and "nowhere" in r.getMessage() for r in msprobe_log.records)
 
 
+@pytest.mark.frameworks("pytorch", "mindspore")
 def test_grad_comparator_is_importable_from_every_package():
     import msprobe.core
     from msprobe.mindspore import GradComparator as from_mindspore

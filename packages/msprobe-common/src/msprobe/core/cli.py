@@ -112,7 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     known, rest = pre.parse_known_args(argv)
     wants_help = not rest or rest[0] in ("-h", "--help")
     commands: dict[str, Command] = dict(CORE_COMMANDS)
-    if known.framework in installed_frameworks() or not wants_help:
+    # a core command (grad_compare) needs no framework package; help lists the framework's when installed
+    core_command = bool(rest) and rest[0] in CORE_COMMANDS
+    if known.framework in installed_frameworks() or not (wants_help or core_command):
         commands.update(_framework_commands(known.framework))
     parser = build_parser(known.framework, commands)
     args = parser.parse_args(argv)

@@ -53,7 +53,7 @@ def encode_value(value: Any, leaf: Leaf, path: tuple = ()) -> Any:
     if value is None:
         return None
     if isinstance(value, np.generic) and isinstance(value.item(), _SCALAR_TYPES):
-        return {"type": type(value).__name__, "value": value.item()}
+        return {"type": _numpy_type_name(value), "value": value.item()}
     for scalar_type in _SCALAR_TYPES:
         if isinstance(value, scalar_type):
             return {"type": scalar_type.__name__, "value": scalar_type(value)}
@@ -144,6 +144,12 @@ class EntryEncoder:
         """Forget every held entry and pending statistic (the step was given up)."""
         self._held.clear()
         self._handles.clear()
+
+
+def _numpy_type_name(value: np.generic) -> str:
+    """The numpy scalar type as numpy 1 names it (``bool_``, what msprobe 1.1.1 writes): numpy 2 renamed
+    ``np.bool_`` to ``np.bool``, and a dump must not depend on the numpy installed."""
+    return "bool_" if isinstance(value, np.bool_) else type(value).__name__
 
 
 def _slice_bound(bound: Any) -> int | None:
