@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 
@@ -36,9 +37,12 @@ def test_help_lists_frameworks_and_core_commands():
 def test_both_frameworks_are_registered_through_entry_points():
     frameworks = cli.installed_frameworks()
     assert set(frameworks) == {"pytorch", "mindspore"}
-    for entry in frameworks.values():
-        commands = entry.load()
-        assert all(isinstance(command, cli.Command) for command in commands.values())
+    for name, entry in frameworks.items():
+        framework = entry.load()
+        assert all(isinstance(command, cli.Command) for command in framework.commands.values())
+        kit_class = framework.load_kit()  # the kit the framework's PrecisionDebugger builds its task from
+        assert kit_class.capabilities.name == name
+        assert importlib.import_module(f"msprobe.{name}").PrecisionDebugger.kit_class is kit_class
 
 
 def test_unknown_framework_is_rejected_with_the_choices():

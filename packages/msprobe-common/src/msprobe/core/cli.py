@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from msprobe.core.log import use_console
+from msprobe.core.plugin import framework_named, installed_frameworks
 
-ENTRY_POINT_GROUP = "msprobe.frameworks"
 FRAMEWORKS = {"pytorch": "msprobe-pytorch", "mindspore": "msprobe-mindspore"}
 DISTRIBUTIONS = ("msprobe-common", *FRAMEWORKS.values())
 
@@ -50,11 +50,6 @@ CORE_COMMANDS: dict[str, Command] = {
 }
 
 
-def installed_frameworks() -> dict[str, metadata.EntryPoint]:
-    """Framework name → entry point, for every framework package installed."""
-    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-
-
 def installed_versions() -> dict[str, str]:
     versions = {}
     for dist in DISTRIBUTIONS:
@@ -73,13 +68,12 @@ def _version_text() -> str:
 
 
 def _framework_commands(framework: str) -> Mapping[str, Command]:
-    entry = installed_frameworks().get(framework)
-    if entry is None:
+    if framework not in installed_frameworks():
         raise SystemExit(
             f"msprobe: the {framework} framework is not installed; install it with: "
             f"pip install {FRAMEWORKS[framework]}"
         )
-    return entry.load()
+    return framework_named(framework).commands
 
 
 def build_parser(framework: str, commands: Mapping[str, Command]) -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""Commands that msprobe-mindspore adds to ``msprobe -f mindspore``.
+"""What msprobe-mindspore publishes: the commands it adds to ``msprobe -f mindspore``, and its kit.
 
 Registered through the ``msprobe.frameworks`` entry point; nothing here imports mindspore at module
 import, so ``msprobe --help`` stays fast.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from msprobe.core.cli import Command
 from msprobe.core.compare.command import compare_command
+from msprobe.core.plugin import Framework
 
 
 def _numpy_loader():
@@ -17,3 +18,5 @@ def _numpy_loader():
 
 
 COMMANDS: dict[str, Command] = {"compare": compare_command(_numpy_loader)}
+# what this package publishes under the msprobe.frameworks entry point (pyproject.toml)
+FRAMEWORK = Framework(commands=COMMANDS, kit="msprobe.mindspore.kit:MindSporeKit")

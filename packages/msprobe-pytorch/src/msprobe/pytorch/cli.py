@@ -1,4 +1,4 @@
-"""Commands that msprobe-pytorch adds to ``msprobe -f pytorch``.
+"""What msprobe-pytorch publishes: the commands it adds to ``msprobe -f pytorch``, and its kit.
 
 Registered through the ``msprobe.frameworks`` entry point; nothing here imports torch at module
 import (the loader is imported when a comparison runs), so ``msprobe --help`` stays fast.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from msprobe.core.cli import Command
 from msprobe.core.compare.command import compare_command
+from msprobe.core.plugin import Framework
 
 
 def _torch_loader():
@@ -17,3 +18,5 @@ def _torch_loader():
 
 
 COMMANDS: dict[str, Command] = {"compare": compare_command(_torch_loader)}
+# what this package publishes under the msprobe.frameworks entry point (pyproject.toml)
+FRAMEWORK = Framework(commands=COMMANDS, kit="msprobe.pytorch.kit:TorchKit")
