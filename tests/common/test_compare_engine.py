@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -307,6 +308,31 @@ def test_progress_bar_on_a_terminal_ends_its_line(monkeypatch):
     bar.close()
     text = terminal.getvalue()
     assert "Compare tensors" in text and "10/10" in text and text.endswith("\n")
+
+
+def test_progress_bar_on_a_pty_of_unknown_size(monkeypatch):
+    """A fresh pty reports 0 x 0 on Linux (as under script or docker -t); tqdm alone would hide the bar."""
+    master, slave = os.openpty()
+    chunks = []
+    try:
+        with io.TextIOWrapper(io.FileIO(slave, "w"), write_through=True) as stream, monkeypatch.context() as patch:
+            patch.setattr(sys, "stderr", stream)  # put back before the stream (and the slave) closes
+            bar = Progress(5, "Compare tensors")
+            for _ in range(5):
+                bar.advance()
+            bar.close()
+        while True:  # a few hundred bytes: the pty holds them until read; EIO once read, the slave being closed
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    drawn = b"".join(chunks).decode()
+    assert "Compare tensors: 100%" in drawn and "5/5" in drawn
 
 
 def test_progress_without_a_terminal_logs_a_few_lines_and_draws_nothing(monkeypatch, msprobe_log):

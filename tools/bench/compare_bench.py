@@ -221,10 +221,15 @@ def _timed(call: Any, repeats: int) -> tuple[float, float]:
 
 
 class _Terminal:
-    """sys.stderr swapped for the slave side of a pty (so ``isatty()`` is true), drained by a thread."""
+    """sys.stderr swapped for the slave side of a 120 x 24 pty (``isatty()`` is true), drained by a thread."""
 
     def __enter__(self) -> _Terminal:
+        import fcntl
+        import struct
+        import termios
+
         master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # 120 x 24, as a window
         self.master, self.stream = master, io.TextIOWrapper(io.FileIO(slave, "w"), write_through=True)
         self.drained = 0
         self.reader = threading.Thread(target=self._drain, daemon=True)

@@ -9,10 +9,19 @@ bar should be created after worker processes are forked: tqdm starts a monitor t
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Any
 
 from msprobe.core.log import logger
+
+
+def _size(stream: Any) -> os.terminal_size | None:
+    """The size of the terminal behind ``stream``, None when it cannot be asked."""
+    try:
+        return os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 class Progress:
@@ -22,7 +31,11 @@ class Progress:
         if sys.stderr.isatty():
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, desc=label, unit="pair", file=sys.stderr, dynamic_ncols=True)
+            # a pty of unknown size (script, docker -t) says 0 x 0, which tqdm takes as no room for the bar
+            size = _size(sys.stderr)
+            fit = ({"ncols": size.columns or 80, "nrows": size.lines or 24} if size and 0 in size
+                   else {"dynamic_ncols": True})
+            self._bar = tqdm(total=total, desc=label, unit="pair", file=sys.stderr, **fit)
         self._next_log = 0.0
 
     def advance(self, count: int = 1) -> None:

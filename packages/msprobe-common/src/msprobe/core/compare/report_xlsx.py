@@ -2,7 +2,7 @@
 
 The workbook is written directly as its few XML parts inside a zip, streamed row by row: openpyxl
 (without lxml) spent more time building one cell object per value than the whole tensor comparison
-took, and XlsxWriter's constant-memory mode, measured against this writer, took 3.5 to 4.6 times as
+took, and XlsxWriter's constant-memory mode, measured against this writer, took 2.5 to 4.9 times as
 long for the same memory (docs/dependencies.md has the figures). Strings are stored inline (no
 shared-string table to hold in memory); numbers keep every digit (``repr``; XlsxWriter writes 16
 significant digits, one short of what a double needs); inf and nan, which an xlsx number cannot
