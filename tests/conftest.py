@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
+import resource
+import signal
 
 import pytest
 
@@ -66,3 +69,22 @@ def _finish_running_debugger():
 
     if BaseDebugger._active is not None:
         BaseDebugger._active.finish()
+
+
+@contextlib.contextmanager
+def _file_size_limit(limit: int):
+    """The kernel refuses every write past ``limit`` bytes of a file (EFBIG): a full disk for any user."""
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+@pytest.fixture
+def file_size_limit():
+    """``with file_size_limit(4096): ...`` — writes past 4096 bytes of any file fail as on a full disk."""
+    return _file_size_limit

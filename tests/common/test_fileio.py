@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import errno
 import multiprocessing
 import os
-import resource
-import signal
 import stat
 
 import pytest
@@ -38,17 +35,6 @@ def mode(path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
-@contextlib.contextmanager
-def file_size_limit(limit: int):
-    """The kernel refuses every write past ``limit`` bytes of a file (EFBIG): a full disk for any user."""
-    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, handler)
 
 
 def test_check_writable_path_returns_the_absolute_path(tmp_path, monkeypatch):
@@ -157,7 +143,7 @@ def test_append_csv_rows_from_several_processes_never_interleaves(tmp_path):
     assert mode(path) == 0o640
 
 
-def test_a_refused_write_leaves_nothing_and_reports_the_disks_error(tmp_path):
+def test_a_refused_write_leaves_nothing_and_reports_the_disks_error(tmp_path, file_size_limit):
     target = tmp_path / "big.bin"
     with file_size_limit(4096), pytest.raises(DumpWriteError) as caught:
         write_file(target, lambda handle: handle.write(bytes(100_000)))
@@ -174,7 +160,7 @@ def _like_torch_save(handle) -> None:
         raise RuntimeError("[enforce fail at inline_container.cc] PytorchStreamWriter failed writing file") from None
 
 
-def test_a_disk_error_that_a_serialiser_wrapped_is_still_reported_as_itself(tmp_path):
+def test_a_disk_error_that_a_serialiser_wrapped_is_still_reported_as_itself(tmp_path, file_size_limit):
     with file_size_limit(4096), pytest.raises(DumpWriteError) as caught:
         write_file(tmp_path / "t.pt", _like_torch_save)
     assert caught.value.errno == errno.EFBIG and "File too large" in str(caught.value)
@@ -187,7 +173,7 @@ def test_an_error_that_is_not_the_disks_passes_through_and_leaves_nothing(tmp_pa
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_failed_atomic_write_keeps_the_old_file(tmp_path):
+def test_a_failed_atomic_write_keeps_the_old_file(tmp_path, file_size_limit):
     target = tmp_path / "dump.json"
     target.write_text("{}")
     with file_size_limit(4096), pytest.raises(DumpWriteError):

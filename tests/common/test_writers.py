@@ -3,13 +3,10 @@ runs that never mix, and refusal of symlinked paths."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import math
 import os
-import resource
-import signal
 import stat
 import subprocess
 import sys
@@ -254,17 +251,6 @@ def test_a_rank_directory_another_process_writes_is_refused_until_it_dies(tmp_pa
     assert read_json(step_dir(tmp_path, 1, None) / "dump.json")["data"] == {}
 
 
-@contextlib.contextmanager
-def file_size_limit(limit: int):
-    """The kernel refuses every write past ``limit`` bytes of a file (EFBIG): a full disk for any user."""
-    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, handler)
 
 
 def _fill(writer: StepWriter, entries: int) -> None:
@@ -277,7 +263,7 @@ def _temporary_files(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.name.endswith(".tmp")]
 
 
-def test_a_disk_error_at_close_keeps_earlier_steps_and_leaves_no_temporary_file(tmp_path):
+def test_a_disk_error_at_close_keeps_earlier_steps_and_leaves_no_temporary_file(tmp_path, file_size_limit):
     earlier = new_writer(tmp_path, 0)
     _fill(earlier, 10)
     earlier.close()
@@ -292,7 +278,7 @@ def test_a_disk_error_at_close_keeps_earlier_steps_and_leaves_no_temporary_file(
     assert len(read_json(earlier.directory / "stack.json")) == 10
 
 
-def test_a_disk_error_after_some_files_of_the_step_keeps_those_whole(tmp_path):
+def test_a_disk_error_after_some_files_of_the_step_keeps_those_whole(tmp_path, file_size_limit):
     writer = new_writer(tmp_path, 0)
     writer.add("Torch.add.0.forward", {"output": []})
     writer.add_stack("Torch.add.0.forward", ["File train.py, line 1, in step" + " " * 10_000])
@@ -303,7 +289,7 @@ def test_a_disk_error_after_some_files_of_the_step_keeps_those_whole(tmp_path):
     assert sorted(p.name for p in writer.directory.iterdir()) == ["dump.json"]
 
 
-def test_a_disk_error_while_streaming_is_raised_and_abort_cleans_up(tmp_path):
+def test_a_disk_error_while_streaming_is_raised_and_abort_cleans_up(tmp_path, file_size_limit):
     writer = new_writer(tmp_path, 0)
     with file_size_limit(4096), pytest.raises(DumpWriteError):
         _fill(writer, writers.CHUNK_ENTRIES)  # a full chunk goes to the temporary file at once

@@ -77,20 +77,21 @@ def data_mode(reader: FieldReader) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
+def filters(reader: FieldReader) -> dict:
+    """The filter keys every dump section has (scope, list, data_mode), as dataclass fields."""
+    return {"scope": reader.names("scope"), "api_list": reader.names("list"), "data_mode": data_mode(reader)}
+
+
 def parse_statistics(reader: FieldReader) -> StatisticsConfig:
     return StatisticsConfig(
-        scope=reader.names("scope"),
-        api_list=reader.names("list"),
-        data_mode=data_mode(reader),
+        **filters(reader),
         summary_mode=reader.choice("summary_mode", SUMMARY_MODES, StatisticsConfig.summary_mode),
     )
 
 
 def parse_tensor(reader: FieldReader) -> TensorConfig:
     return TensorConfig(
-        scope=reader.names("scope"),
-        api_list=reader.names("list"),
-        data_mode=data_mode(reader),
+        **filters(reader),
         file_format=reader.choice("file_format", FILE_FORMATS, TensorConfig.file_format),
         online_run_ut=reader.flag("online_run_ut", False),
         nfs_path=reader.optional_text("nfs_path"),
@@ -196,23 +197,23 @@ def dump_rules(ctx: RuleContext) -> Iterator[Problem]:
 
 
 # ---------------------------------------------------------------------------------- what runs
+def collector_parts(config: DebuggerConfig, kit: FrameworkKit) -> dict:
+    """What every dump-shaped collector (dump, overflow check) is built from."""
+    from msprobe.core.select import selector_for
+
+    return {"level": config.level, "framework": config.framework, "dump_path": config.dump_path,
+            "selector": selector_for(config), "adapter": kit.adapter()}
+
+
 def build_dump(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[], None]) -> Runner:
     """The dump collector in a session at L0, L1, mix; the framework's kernel dump at L2."""
     if config.level == "L2":
         return kit.kernel_dump(config, on_finish)
     from msprobe.core.collector import DumpCollector
-    from msprobe.core.select import selector_for
     from msprobe.core.session import Session
 
-    collector = DumpCollector(
-        task=config.task,
-        level=config.level,
-        framework=config.framework,
-        dump_path=config.dump_path,
-        selector=selector_for(config),
-        adapter=kit.adapter(),
-        summary_mode=getattr(config.section, "summary_mode", "statistics"),
-    )
+    summary_mode = getattr(config.section, "summary_mode", "statistics")
+    collector = DumpCollector(task=config.task, summary_mode=summary_mode, **collector_parts(config, kit))
     return Session.with_kit(config, collector, kit, on_finish, prepare_model=kit.prepare_for_comparison)
 
 

@@ -59,17 +59,10 @@ def build_overflow_check(config: DebuggerConfig, kit: FrameworkKit, on_finish: C
     if config.level == "L2":
         return kit.kernel_dump(config, on_finish)
     from msprobe.core.overflow import OverflowCollector
-    from msprobe.core.select import selector_for
     from msprobe.core.session import Session
+    from msprobe.core.tasks.dump import collector_parts
 
-    collector = OverflowCollector(
-        level=config.level,
-        framework=config.framework,
-        dump_path=config.dump_path,
-        selector=selector_for(config),
-        adapter=kit.adapter(),
-        overflow_nums=config.section.overflow_nums,
-    )
+    collector = OverflowCollector(overflow_nums=config.section.overflow_nums, **collector_parts(config, kit))
     return Session.with_kit(config, collector, kit, on_finish)
 
 
