@@ -1,10 +1,13 @@
 """msprobe quickstart (``make demo``): dump a small model in fp32 and under bf16 autocast, then compare.
 
-The same model, data and seed run twice for three training steps, once in plain fp32 and once under
+The same model, data and seed run for three training steps in plain fp32 and under
 ``torch.autocast("cpu", dtype=torch.bfloat16)`` — the situation of a user whose loss drifts after a
-change of precision or device. Each run is dumped with PrecisionDebugger (task tensor, level mix);
-then the bf16 dump (the "NPU" side) is compared with the fp32 one (the bench side), and the script
-prints the first divergence and where the reports are.
+change of precision or device. Each run is dumped with PrecisionDebugger (task tensor, level mix),
+and each bf16 dump (the "NPU" side) is compared with the fp32 one (the bench side):
+
+- the plain bf16 run differs from fp32 only by bf16 rounding, so no first divergence is named;
+- a second bf16 run has a fault — ``fc1``'s weight 5% off, as a broken kernel would make it — and the
+  comparison names the first entry of ``fc1`` as the first divergence.
 """
 
 from __future__ import annotations
@@ -34,9 +37,12 @@ class TinyNet(nn.Module):
         return self.fc2(h)
 
 
-def train(dump_path: Path, bf16: bool, steps: int = 3) -> list[float]:
+def train(dump_path: Path, bf16: bool, fault: bool = False, steps: int = 3) -> list[float]:
     seed_all(1234)
     model = TinyNet()
+    if fault:
+        with torch.no_grad():
+            model.fc1.weight.mul_(1.05)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     data = torch.randn(steps, 8, 1, 8, 8)
     labels = torch.randint(0, 10, (steps, 8))
@@ -58,32 +64,34 @@ def train(dump_path: Path, bf16: bool, steps: int = 3) -> list[float]:
     return losses
 
 
+def compare_step0(npu: Path, bench: Path, out: Path):
+    npu, bench = npu / "step0" / "rank", bench / "step0" / "rank"
+    return compare({"npu_path": str(npu / "dump.json"), "bench_path": str(bench / "dump.json"),
+                    "stack_path": str(npu / "stack.json")}, out, stack_mode=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="demo_output", help="where the two dumps go (default: demo_output)")
+    parser.add_argument("--out", default="demo_output", help="where the dumps go (default: demo_output)")
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
-    runs = {"fp32 (bench side)": out / "fp32", "bf16 autocast (NPU side)": out / "bf16"}
-    for label, path in runs.items():
-        losses = train(path, bf16="bf16" in label)
-        print(f"{label:26s} losses {', '.join(f'{v:.6f}' for v in losses)}")
-    for label, path in runs.items():
+    runs = {  # label: (dump path, bf16, fault)
+        "fp32 (bench side)": (out / "fp32", False, False),
+        "bf16 autocast (NPU side)": (out / "bf16", True, False),
+        "bf16 with a 5% fc1 fault": (out / "bf16_fault", True, True),
+    }
+    for label, (path, bf16, fault) in runs.items():
+        losses = train(path, bf16=bf16, fault=fault)
         dumps = sorted(path.glob("step*/rank*/dump.json"))
-        print(f"{label:26s} {len(dumps)} step dumps, e.g. {dumps[0]}")
-    step0 = {side: runs[label] / "step0" / "rank" for side, label in
-             (("npu", "bf16 autocast (NPU side)"), ("bench", "fp32 (bench side)"))}
-    result = compare(
-        {"npu_path": str(step0["npu"] / "dump.json"), "bench_path": str(step0["bench"] / "dump.json"),
-         "stack_path": str(step0["npu"] / "stack.json")},
-        out / "compare", stack_mode=True,
-    )
+        print(f"{label:26s} losses {', '.join(f'{v:.6f}' for v in losses)}; {len(dumps)} step dumps in {path}")
     print()
-    if result.first_divergence is None:
-        print("no divergence found in step 0")
-    else:
-        print(f"first divergence in step 0: {result.first_divergence.entry}")
-    for kind, path in sorted(result.reports.items()):
-        print(f"{kind:5s} report: {path}")
+    for label, name in (("bf16 autocast (NPU side)", "compare"), ("bf16 with a 5% fc1 fault", "compare_fault")):
+        result = compare_step0(runs[label][0], out / "fp32", out / name)
+        first = result.first_divergence
+        verdict = "none: the difference is bf16 rounding" if first is None else first.entry
+        print(f"{label} vs fp32, step 0 — first divergence: {verdict}")
+        for kind, path in sorted(result.reports.items()):
+            print(f"    {kind:5s} report: {path}")
     return 0
 
 
