@@ -1,9 +1,10 @@
 """What a framework package gives the tasks: one :class:`FrameworkKit` per framework.
 
 A task builds what the debugger runs from the validated configuration and the kit of the framework
-it runs on; it never imports a framework. The framework packages publish their kit as
-``msprobe.pytorch.kit.KIT`` / ``msprobe.mindspore.kit.KIT`` and hand it to the shared
-:class:`~msprobe.core.debugger.BaseDebugger`.
+it runs on; it never imports a framework. The framework packages define their kit
+(``msprobe.pytorch.kit.TorchKit``, ``msprobe.mindspore.kit.MindSporeKit``), hand it to the shared
+:class:`~msprobe.core.debugger.BaseDebugger` as ``kit_class``, and publish it under the
+``msprobe.frameworks`` entry point (:mod:`msprobe.core.plugin`).
 """
 
 from __future__ import annotations
