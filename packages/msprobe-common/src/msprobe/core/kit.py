@@ -56,7 +56,7 @@ class FrameworkKit(Protocol):
 
     def kernel_dump(self, config: DebuggerConfig, on_finish: Callable[[], None]) -> Runner:
         """Level L2 of the dump tasks: the framework's own kernel-level dump (MindSpore static graph;
-        on PyTorch, torch_npu's kernel dump, which needs an Ascend NPU)."""
+        on PyTorch, torch_npu's kernel dump of one API on an Ascend NPU, an aten-level dump of it elsewhere)."""
 
     def prepare_for_comparison(self, model: Any) -> None:
         """What the dump tasks change in the user's model so two devices compute the same function

@@ -8,8 +8,7 @@ from typing import Any
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.config.frameworks import PYTORCH
 from msprobe.core.handles import HandleGroup
-from msprobe.core.kit import IdleRunner, PartsKit
-from msprobe.core.log import logger
+from msprobe.core.kit import PartsKit, Runner
 from msprobe.pytorch.adapter import TorchTensorAdapter
 from msprobe.pytorch.dropout import zero_dropout
 from msprobe.pytorch.grad_probe import GradMonitor
@@ -31,10 +30,12 @@ class TorchKit(PartsKit):
     def __init__(self) -> None:
         self._changed = HandleGroup()  # what collection changed in the user's model, undone by restore()
 
-    def kernel_dump(self, config: DebuggerConfig, on_finish: Callable[[], None]) -> IdleRunner:
-        """torch_npu's kernel dump needs an Ascend NPU: off one, level L2 collects nothing (and says so)."""
-        logger.error("level L2 (kernel dump) needs an Ascend NPU with torch_npu; this debugger collects nothing here")
-        return IdleRunner(on_finish)
+    def kernel_dump(self, config: DebuggerConfig, on_finish: Callable[[], None]) -> Runner:
+        """Level L2: torch_npu's kernel dump of the listed API on an Ascend NPU, an aten-level dump of it
+        everywhere else (``kernel_dump.py``)."""
+        from msprobe.pytorch.kernel_dump import kernel_dump
+
+        return kernel_dump(config, self, on_finish)
 
     def prepare_for_comparison(self, model: Any) -> None:
         """While dumping, dropout layers use p = 0 (SPEC 4's dropout rule, ``dropout.py``)."""

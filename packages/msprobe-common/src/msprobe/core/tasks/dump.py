@@ -137,7 +137,9 @@ def _api_list(ctx: RuleContext, section: StatisticsConfig | TensorConfig) -> Ite
                 ctx.path("list"),
                 list(names),
                 "exactly one full API name like 'Functional.linear.0.backward' "
-                f"({ctx.capabilities.display} level L2 kernel dump)",
+                f"({ctx.capabilities.display} level L2 dumps one API call per step: its kernels on an Ascend "
+                "NPU, its aten operators elsewhere, each operator's inputs and outputs — for a whole step "
+                "that would be far too much data; find the API with an L1 dump first)",
             )
     for index, name in enumerate(section.api_list):
         match = _NAME_REGEX.fullmatch(name)
