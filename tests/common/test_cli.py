@@ -69,3 +69,10 @@ def test_missing_framework_names_the_package(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["-f", "mindspore", "compare"])
     assert "pip install msprobe-mindspore" in str(exit_info.value)
+
+
+@pytest.mark.frameworks("pytorch")
+def test_a_commands_own_f_flag_is_not_the_global_framework_option(tmp_path):
+    result = run_cli("-f", "pytorch", "compare", "-i", str(tmp_path / "missing.json"), "-o", str(tmp_path), "-f")
+    assert "argument -f/--framework" not in result.stderr
+    assert "missing.json" in result.stderr  # it got as far as reading its input

@@ -98,12 +98,23 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", action="version", version=_version_text())
 
 
+def _global_part(argv: list[str]) -> int:
+    """How many leading arguments are global options: those before the command's name. A command's own
+    flags may reuse a global letter (``compare -f`` fuzzy matching, ``run_ut -f`` de-duplication)."""
+    index = 0
+    while index < len(argv) and argv[index].startswith("-"):
+        index += 2 if argv[index] in ("-f", "--framework") else 1
+    return min(index, len(argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     use_console()
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_global_options(pre)
-    known, rest = pre.parse_known_args(argv)
+    head = _global_part(argv)
+    known, rest = pre.parse_known_args(argv[:head])
+    rest += argv[head:]
     wants_help = not rest or rest[0] in ("-h", "--help")
     commands: dict[str, Command] = dict(CORE_COMMANDS)
     # a core command (grad_compare) needs no framework package; help lists the framework's when installed

@@ -1,0 +1,233 @@
+"""The files of the API pre-check (``msprobe -f <framework> run_ut``), without a framework.
+
+- ``accuracy_checking_result_{YYYYmmddHHMMSS}.csv``: one row per API (``RESULT_COLUMNS``);
+- ``accuracy_checking_details_{same time}.csv``: one row per compared output (``DETAIL_COLUMNS``);
+- ``accuracy_checking_summary_{same time}.json``: counts per status, the seed, the inputs, and the worst
+  elements of every failing output.
+
+The CSVs are UTF-8 with a BOM (spreadsheet programs then read them as UTF-8). Statuses are ``pass``,
+``Warning``, ``error`` and ``SKIP``; ``N/A`` in the backward column means the dump records no backward
+for the API. A result CSV given back (``-csv_path``) resumes a run: the APIs it lists are not checked
+again and new rows are appended to it and to its details CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from msprobe.core.compare.metrics import cosine
+from msprobe.core.run_ut import metrics as m
+from msprobe.core.run_ut.standards import ERROR, OutputVerdict
+
+NOT_APPLICABLE = "N/A"
+RESULT_COLUMNS = ("API name", "Forward Test Success", "Backward Test Success", "Message")
+DETAIL_COLUMNS = (
+    "API name", "Bench Dtype", "DEVICE Dtype", "Shape", "Standard", "Cosine", "MaxAbsErr", "MaxRelativeErr",
+    "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "Error Balance", "Status", "Stage1 Status",
+    "Message", "Metrics", "Worst Elements",
+)
+RESULT_PREFIX, DETAILS_PREFIX, SUMMARY_PREFIX = (
+    "accuracy_checking_result_", "accuracy_checking_details_", "accuracy_checking_summary_")
+WORST_COUNT = 10
+_BOM = "\ufeff"
+
+
+class ReportError(ValueError):
+    """A result CSV to resume from is missing or not one of ours."""
+
+
+@dataclass
+class OutputRow:
+    """One compared output: its name (``Functional.linear.0.forward.output.0``), dtypes, shape, verdict
+    and the numbers of the details CSV."""
+
+    name: str
+    bench_dtype: str
+    device_dtype: str
+    shape: list[int]
+    verdict: OutputVerdict
+    cosine: float | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    thousandth: float | None = None
+    five_thousandths: float | None = None
+    eb: float | None = None
+    worst: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class ApiRow:
+    """One API of the result CSV (name without direction: ``Functional.linear.0``)."""
+
+    name: str
+    forward: str
+    backward: str
+    message: str = ""
+    outputs: list[OutputRow] = field(default_factory=list)
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def worst_elements(device: np.ndarray, bench: np.ndarray, count: int = WORST_COUNT) -> list[dict[str, Any]]:
+    """The ``count`` elements with the largest absolute error (positions where exactly one side is inf/nan
+    first): index (per dimension), device value, bench value, absolute error."""
+    d, b = np.asarray(device), np.asarray(bench)
+    if d.shape != b.shape or d.size == 0 or d.dtype.kind not in "biuf" or b.dtype.kind not in "biuf":
+        return []
+    df, bf = d.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    with np.errstate(invalid="ignore"):
+        err = np.abs(df - bf)
+    same_special = (np.isnan(df) & np.isnan(bf)) | (~np.isfinite(df) & (df == bf))
+    err = np.where(same_special, 0.0, np.where(np.isnan(err), np.inf, err))
+    order = np.argsort(-err, kind="stable")[:count]
+    rows = []
+    for flat in order:
+        if err[flat] == 0:
+            break
+        rows.append({"index": [int(i) for i in np.unravel_index(int(flat), d.shape)] if d.ndim else [],
+                     "device": _json_number(df[flat]), "bench": _json_number(bf[flat]),
+                     "abs_err": _json_number(err[flat])})
+    return rows
+
+
+def _json_number(value: float) -> float | str:
+    value = float(value)
+    return value if math.isfinite(value) else str(value)
+
+
+def output_row(name: str, bench_dtype: str, device_dtype: str, device: Any, bench: Any,
+               verdict: OutputVerdict) -> OutputRow:
+    """The details row of one output; ``device`` and ``bench`` as judged (float64 / integer arrays)."""
+    d = None if device is None else np.asarray(device)
+    b = None if bench is None else np.asarray(bench)
+    row = OutputRow(name, bench_dtype, device_dtype, list(d.shape) if d is not None else [], verdict)
+    if d is None or b is None or d.shape != b.shape or d.dtype.kind not in "biuf" or b.dtype.kind not in "biuf":
+        return row
+    fd, fb, _ = m.finite_pairs(d.astype(np.float64), b.astype(np.float64))
+    if fd.size:
+        row.cosine, _ = cosine(fd, fb)
+        err = m.abs_errors(fd, fb)
+        rel = m.rel_errors(fd, fb)
+        row.max_abs_err = float(err.max())
+        row.max_rel_err = _finite(float(rel.max()))
+        row.thousandth = float(np.mean(rel < 0.001))
+        row.five_thousandths = float(np.mean(rel < 0.005))
+        nonzero = fb != 0
+        row.eb = m.error_balance(fd[nonzero], fb[nonzero]) if nonzero.any() else 0.0
+    if verdict.status == ERROR:
+        row.worst = worst_elements(d, b)
+    return row
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def _metrics_text(metrics: Mapping[str, Any]) -> str:
+    return json.dumps({k: _json_number(v) if isinstance(v, float) else v for k, v in metrics.items()},
+                      sort_keys=True)
+
+
+def detail_cells(row: OutputRow) -> list[str]:
+    v = row.verdict
+    return [row.name, row.bench_dtype, row.device_dtype, json.dumps(row.shape), v.standard, _cell(row.cosine),
+            _cell(row.max_abs_err), _cell(row.max_rel_err), _cell(row.thousandth), _cell(row.five_thousandths),
+            _cell(row.eb), v.status, v.stage1 or "", v.message, _metrics_text(v.metrics),
+            json.dumps(row.worst) if row.worst else ""]
+
+
+def timestamp() -> str:
+    return time.strftime("%Y%m%d%H%M%S", time.localtime())
+
+
+def read_done(result_csv: str | os.PathLike) -> set[str]:
+    """The API names already in a result CSV (for resuming)."""
+    path = Path(result_csv)
+    if not path.is_file():
+        raise ReportError(f"result CSV {str(path)!r} does not exist or is not a file")
+    if not path.name.startswith(RESULT_PREFIX) or path.suffix != ".csv":
+        raise ReportError(f"result CSV {str(path)!r}: expected a file named {RESULT_PREFIX}<time>.csv")
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            rows = list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ReportError(f"result CSV {str(path)!r} cannot be read: {exc}") from None
+    if not rows or tuple(rows[0][: len(RESULT_COLUMNS)]) != RESULT_COLUMNS:
+        raise ReportError(f"result CSV {str(path)!r} does not start with the header {', '.join(RESULT_COLUMNS)}")
+    return {r[0] for r in rows[1:] if r}
+
+
+class Report:
+    """The three files of one run; rows are written as each API finishes (a crash loses nothing done)."""
+
+    def __init__(self, output_dir: str | os.PathLike, resume_csv: str | os.PathLike | None = None) -> None:
+        if resume_csv is not None:
+            self.result_path = Path(resume_csv)
+            stamp = self.result_path.name[len(RESULT_PREFIX): -len(".csv")]
+            self.done = read_done(self.result_path)
+            self.details_path = self.result_path.with_name(f"{DETAILS_PREFIX}{stamp}.csv")
+            self.summary_path = self.result_path.with_name(f"{SUMMARY_PREFIX}{stamp}.json")
+        else:
+            out = Path(output_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            stamp = timestamp()
+            self.result_path = out / f"{RESULT_PREFIX}{stamp}.csv"
+            self.details_path = out / f"{DETAILS_PREFIX}{stamp}.csv"
+            self.summary_path = out / f"{SUMMARY_PREFIX}{stamp}.json"
+            self.done = set()
+        self._start(self.result_path, RESULT_COLUMNS)
+        self._start(self.details_path, DETAIL_COLUMNS)
+        self.rows: list[ApiRow] = []
+
+    @staticmethod
+    def _start(path: Path, header: Iterable[str]) -> None:
+        if path.exists() and path.stat().st_size > 0:
+            return
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            handle.write(_BOM)
+            csv.writer(handle).writerow(header)
+
+    def add(self, row: ApiRow) -> None:
+        self.rows.append(row)
+        with open(self.result_path, "a", encoding="utf-8", newline="") as handle:
+            csv.writer(handle).writerow([row.name, row.forward, row.backward, row.message])
+        if row.outputs:
+            with open(self.details_path, "a", encoding="utf-8", newline="") as handle:
+                writer = csv.writer(handle)
+                for out in row.outputs:
+                    writer.writerow(detail_cells(out))
+
+    def summary(self, **info: Any) -> dict[str, Any]:
+        """Counts of this run's rows (forward and backward statuses), ``info`` (seed, inputs...) and
+        the worst elements of every failing output; written to the summary JSON."""
+        failures = [{"output": o.name, "status": o.verdict.status, "message": o.verdict.message, "worst": o.worst}
+                    for r in self.rows for o in r.outputs if o.verdict.status == ERROR]
+        data = {
+            **info,
+            "result_csv": str(self.result_path),
+            "details_csv": str(self.details_path),
+            "apis": len(self.rows),
+            "forward": dict(Counter(r.forward for r in self.rows)),
+            "backward": dict(Counter(r.backward for r in self.rows)),
+            "failures": failures,
+        }
+        with open(self.summary_path, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, default=str)
+        return data

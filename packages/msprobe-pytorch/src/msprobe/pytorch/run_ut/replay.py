@@ -1,0 +1,484 @@
+"""Replay the APIs of a dump.json and judge each against a high-precision bench (docs/run_ut.md).
+
+Every forward entry (``Torch.*``, ``Tensor.*`` including operator dunders, ``Functional.*``, ``VF.*``) is
+run twice: on the *device* at its recorded dtype, and on the CPU *bench* with floating-point tensors
+upcast (float16/bfloat16 → float32, float32 → float64). Outputs are judged by
+:func:`msprobe.core.run_ut.judge_output`, the API by :func:`~msprobe.core.run_ut.api_status`. When
+the dump has the API's backward entry, the backward is replayed on both sides with the recorded
+gradient of the outputs (generated, for a statistics dump) and the input gradients are judged too.
+
+An API recorded with low-precision outputs from float32 inputs (autocast) runs its device side in the
+output dtype, as autocast did, and its bench in float32.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from msprobe.core.compare.reader import CompareError, read_dump
+from msprobe.core.log import logger
+from msprobe.core.run_ut import ERROR, PASS, SKIP, api_status, judge_output
+from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, output_row
+from msprobe.pytorch.run_ut.inputs import (
+    RunUtError,
+    TensorSource,
+    Unreplayable,
+    is_tensor_value,
+    rng_for,
+    torch_dtype,
+)
+
+DEFAULT_SEED = 1234
+REPLAYED_PREFIXES = ("Torch", "Tensor", "Functional", "VF", "NPU")
+# Random (or uninitialised) results: two runs cannot agree, whatever the precision.
+RANDOM_APIS = frozenset({
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "native_dropout",
+    "fused_dropout", "rrelu", "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm",
+    "bernoulli", "multinomial", "normal", "uniform", "exponential", "geometric", "cauchy", "log_normal", "random",
+    "poisson", "gumbel_softmax", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+})
+_UPCAST = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}
+_LOW = (torch.float16, torch.bfloat16)
+
+
+@dataclass
+class RunUtResult:
+    """What a run did: the report's summary (counts, seed, paths) and how many APIs were judged."""
+
+    summary: dict[str, Any]
+    checked: int
+    rows: list[ApiRow] = field(default_factory=list)
+
+
+def split_name(entry: str) -> tuple[str, str, str]:
+    """``Torch.linalg.norm.0.forward`` → (``Torch``, ``linalg.norm``, ``0``)."""
+    parts = entry.split(".")
+    if parts and parts[-1] in ("forward", "backward"):
+        parts = parts[:-1]
+    if len(parts) < 3:
+        return (parts[0] if parts else "", ".".join(parts[1:]), "")
+    return parts[0], ".".join(parts[1:-1]), parts[-1]
+
+
+def base_api(api: str) -> str:
+    name = api.split(".")[-1].lower()
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
+
+
+def is_inplace(api: str) -> bool:
+    name = api.split(".")[-1]
+    if name.startswith("__"):
+        return name.startswith("__i") and name not in ("__invert__", "__index__", "__int__") or name == "__setitem__"
+    return name.endswith("_")
+
+
+@lru_cache(maxsize=1)
+def _reverse_table() -> dict[str, Any]:
+    from msprobe.pytorch.hooks.api_names import build_api_table
+
+    return {f"{prefix}.{api}": obj for obj, (prefix, api) in build_api_table().items()}
+
+
+def resolve(prefix: str, api: str) -> Callable[..., Any] | None:
+    """The torch callable recorded as ``prefix.api`` (the reverse of the dump's naming table)."""
+    found = _reverse_table().get(f"{prefix}.{api}")
+    if found is not None:
+        return found
+    roots = {"Torch": torch, "Tensor": torch.Tensor, "Functional": torch.nn.functional, "VF": torch._VF}
+    obj: Any = roots.get(prefix)
+    for part in api.split(".") if obj is not None else ():
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj if callable(obj) else None
+
+
+def _collect(value: Any, out: list) -> None:
+    """The tensor values of an argument tree, in the order :func:`rebuild` visits them (and the dump
+    lists the input gradients)."""
+    if isinstance(value, list):
+        for v in value:
+            _collect(v, out)
+    elif is_tensor_value(value):
+        out.append(value)
+    elif isinstance(value, dict) and "type" not in value:
+        for v in value.values():
+            _collect(v, out)
+
+
+def _flat_outputs(value: Any, out: list) -> list:
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            _flat_outputs(v, out)
+    elif isinstance(value, (torch.Tensor, bool, int, float, complex)):
+        out.append(value)
+    return out
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu()
+        if t.is_complex():
+            return t.resolve_conj().to(torch.complex128).numpy()
+        if t.is_floating_point():
+            return t.to(torch.float64).numpy()
+        return t.numpy()
+    return np.asarray(value)
+
+
+def _dtype_name(value: Any) -> str:
+    return str(value.dtype) if isinstance(value, torch.Tensor) else type(value).__name__
+
+
+def dedupe_key(prefix: str, api: str, entry: dict) -> str:
+    """Same API name (without count), dtypes, shapes and non-tensor arguments → same key."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        if is_tensor_value(value):
+            return {"dtype": value.get("dtype"), "shape": value.get("shape")}
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()}
+        return value
+
+    return json.dumps([prefix, api, strip(entry.get("input_args")), strip(entry.get("input_kwargs"))],
+                      sort_keys=True, default=str)
+
+
+def check_device(device: str) -> torch.device:
+    """``cpu``, ``cuda[:N]`` or ``npu[:N]`` when available; anything else is a :class:`RunUtError`."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise RunUtError(f"-d {device!r} is not a device name (cpu, cuda:N, npu:N)") from None
+    if dev.type == "cpu":
+        return dev
+    if dev.type == "cuda":
+        if not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count():
+            raise RunUtError(f"-d {device}: no such CUDA device here")
+        return dev
+    if dev.type == "npu":
+        try:
+            import torch_npu  # noqa: F401
+        except ImportError:
+            raise RunUtError(f"-d {device}: torch_npu is not installed") from None
+        return dev
+    raise RunUtError(f"-d {device}: only cpu, cuda:N and npu:N are supported")
+
+
+class Replayer:
+    """Replays the entries of one dump.json (see :func:`run_ut`)."""
+
+    def __init__(self, dump_path: str | os.PathLike, device: torch.device, seed: int,
+                 api_override: Mapping[str, Callable[..., Any]] | None, error_dir: Path | None) -> None:
+        try:
+            self.dump = read_dump(dump_path, "api_info")
+        except CompareError as exc:
+            raise RunUtError(str(exc)) from None
+        self.tensor_mode = self.dump.task == "tensor"
+        if self.dump.task not in ("tensor", "statistics"):
+            raise RunUtError(f"api_info {str(dump_path)!r}: task {self.dump.task!r}; run_ut replays 'tensor' and "
+                             f"'statistics' dumps")
+        from msprobe.pytorch.compare import load_pt
+
+        self.source = TensorSource(self._tensor_dir() if self.tensor_mode else None, seed, load_pt)
+        self.device, self.seed = device, seed
+        self.override = dict(api_override or {})
+        self.error_dir = error_dir
+
+    def _tensor_dir(self) -> Path:
+        """dump_tensor_data next to dump.json, else the recorded dump_data_dir (relative: to dump.json's folder)."""
+        path = self.dump.tensor_dir
+        if not path.is_dir():
+            raw = read_raw_dir(self.dump.path)
+            if isinstance(raw, str) and raw and not Path(raw).is_absolute() and (self.dump.path.parent / raw).is_dir():
+                return self.dump.path.parent / raw
+            raise RunUtError(f"tensor directory {str(path)!r} of {str(self.dump.path)!r} does not exist")
+        return path
+
+    # --- one API --------------------------------------------------------------------------------------
+
+    def check(self, entry_name: str, entry: dict, backward: dict | None) -> ApiRow:
+        row_name = entry_name.removesuffix(".forward")
+        prefix, api, _ = split_name(entry_name)
+        back = NOT_APPLICABLE if backward is None else SKIP
+        if prefix == "Module":
+            return ApiRow(row_name, SKIP, back, "a module, not an API: run_ut replays APIs")
+        if prefix not in REPLAYED_PREFIXES:
+            return ApiRow(row_name, SKIP, back, f"{prefix} APIs are not replayed")
+        if base_api(api) in RANDOM_APIS:
+            return ApiRow(row_name, SKIP, back, "random API: not numerically comparable")
+        func = resolve(prefix, api)
+        if func is None:
+            return ApiRow(row_name, SKIP, back, f"{prefix}.{api} is not a callable of this torch")
+        device_func = self.override.get(f"{prefix}.{api}", func)
+        try:
+            return self._replay(row_name, prefix, api, entry, backward, func, device_func)
+        except Unreplayable as exc:
+            return ApiRow(row_name, SKIP, back, f"cannot replay: {exc}")
+        except RunUtError:
+            raise
+        except Exception as exc:  # the API itself failed on these inputs: report it, go on
+            return ApiRow(row_name, SKIP, back, f"replay failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+
+    def _replay(self, row_name: str, prefix: str, api: str, entry: dict, backward: dict | None,
+                func: Callable[..., Any], device_func: Callable[..., Any]) -> ApiRow:
+        args_v, kwargs_v = entry.get("input_args") or [], entry.get("input_kwargs") or {}
+        if not isinstance(args_v, list) or not isinstance(kwargs_v, dict):
+            raise Unreplayable("input_args/input_kwargs are not a list and an object")
+        values: list[dict] = []
+        _collect([args_v, kwargs_v], values)
+        rng = rng_for(self.seed, row_name)
+        base = [self.source.tensor(v, rng) for v in values]
+        inplace = is_inplace(api)
+        needs_grad = self._needs_grad(backward, values, base) if backward is not None and not inplace else []
+        autocast = _autocast_dtype(entry, base)
+        dev = _Side(self.device, base, needs_grad, autocast, upcast=False, inplace=inplace)
+        ben = _Side(torch.device("cpu"), base, needs_grad, autocast, upcast=True, inplace=inplace)
+        d_out, d_flat = dev.run(device_func, args_v, kwargs_v, any(needs_grad))
+        b_out, b_flat = ben.run(func, args_v, kwargs_v, any(needs_grad))
+        messages: list[str] = []
+        outputs: list[OutputRow] = []
+        if len(d_flat) != len(b_flat):
+            return ApiRow(row_name, ERROR, SKIP if backward else NOT_APPLICABLE,
+                          f"device gave {len(d_flat)} outputs, bench {len(b_flat)}")
+        for i, (d, b) in enumerate(zip(d_flat, b_flat)):
+            outputs.append(self._judge(f"{row_name}.forward.output.{i}", d, b))
+        forward = api_status([o.verdict for o in outputs])
+        if forward == SKIP:
+            messages.append("forward: no comparable output")
+        backward_status = NOT_APPLICABLE
+        if backward is not None:
+            backward_status, grads_rows, note = self._backward(row_name, backward, rng, dev, ben, d_flat, b_flat)
+            outputs.extend(grads_rows)
+            if note:
+                messages.append(f"backward: {note}")
+        messages.extend(f"{o.name}: {o.verdict.message}" for o in outputs
+                        if o.verdict.status not in (PASS, SKIP) and o.verdict.message)
+        if self.error_dir is not None and ERROR in (forward, backward_status):
+            self._save(row_name, base, d_flat, b_flat, dev, ben)
+        return ApiRow(row_name, forward, backward_status, "; ".join(messages), outputs)
+
+    def _needs_grad(self, backward: dict, values: list[dict], base: list[torch.Tensor]) -> list[bool]:
+        recorded = backward.get("output")
+        if isinstance(recorded, list) and len(recorded) == len(values):
+            flags = [v is not None for v in recorded]
+        else:
+            flags = [bool(v.get("requires_grad")) for v in values]
+        return [f and (t.is_floating_point() or t.is_complex()) for f, t in zip(flags, base)]
+
+    def _judge(self, name: str, d: Any, b: Any, computed_in: torch.dtype | None = None) -> OutputRow:
+        dn, bn = _to_numpy(d), _to_numpy(b)
+        dtype = str(computed_in) if computed_in is not None and isinstance(d, torch.Tensor) and \
+            d.is_floating_point() else _dtype_name(d)
+        verdict = judge_output(name, dtype, dn, bn)
+        return output_row(name, _dtype_name(b), dtype, dn, bn, verdict)
+
+    def _backward(self, row_name: str, backward: dict, rng: np.random.Generator, dev: _Side, ben: _Side,
+                  d_flat: list, b_flat: list) -> tuple[str, list[OutputRow], str]:
+        if not any(dev.needs_grad):
+            return SKIP, [], "no input needs a gradient (or in-place API)"
+        grads_v = backward.get("input")
+        d_outs = [t for t in d_flat if isinstance(t, torch.Tensor)]
+        b_outs = [t for t in b_flat if isinstance(t, torch.Tensor)]
+        if not isinstance(grads_v, list) or len(grads_v) != len(d_outs):
+            return SKIP, [], "recorded output gradients do not match the outputs"
+        d_pairs, b_pairs = [], []
+        for value, d, b in zip(grads_v, d_outs, b_outs):
+            if value is None or not is_tensor_value(value) or d.grad_fn is None or b.grad_fn is None:
+                continue
+            grad = self.source.tensor(value, rng)
+            if grad.shape != d.shape and grad.numel() == d.numel():
+                grad = grad.reshape(d.shape)  # a scalar output's gradient is recorded with shape [1]
+            d_pairs.append((d, grad.to(self.device, d.dtype)))
+            b_pairs.append((b, grad.to("cpu", b.dtype)))
+        if not d_pairs:
+            return SKIP, [], "no output gradient to replay"
+        d_grads = _grads(d_pairs, dev.leaves)
+        b_grads = _grads(b_pairs, ben.leaves)
+        dev.grads, ben.grads = d_grads, b_grads
+        rows = []
+        for k, (needed, dg, bg) in enumerate(zip(dev.needs_grad, d_grads, b_grads)):
+            if not needed or (dg is None and bg is None):
+                continue
+            # under autocast the gradient was computed in the autocast dtype (then cast to the input's)
+            rows.append(self._judge(f"{row_name}.backward.output.{k}", dg, bg, dev.autocast))
+        status = api_status([r.verdict for r in rows])
+        return status, rows, "" if rows else "no input gradient computed"
+
+    def _save(self, row_name: str, base: list, d_flat: list, b_flat: list, dev: _Side, ben: _Side) -> None:
+        assert self.error_dir is not None
+        folder = self.error_dir / row_name
+        folder.mkdir(parents=True, exist_ok=True)
+        groups = {"input": base, "device_output": d_flat, "bench_output": b_flat,
+                  "device_input_grad": dev.grads, "bench_input_grad": ben.grads}
+        for label, items in groups.items():
+            for i, item in enumerate(items):
+                if isinstance(item, torch.Tensor):
+                    torch.save(item.detach().cpu().clone(), folder / f"{label}.{i}.pt")
+
+
+def read_raw_dir(path: Path) -> Any:
+    from msprobe.core.compare.reader import load_json_file
+
+    return load_json_file(path, "api_info").get("dump_data_dir")
+
+
+def _grads(pairs: list[tuple[torch.Tensor, torch.Tensor]], leaves: list[torch.Tensor | None]) -> list:
+    wanted = [t for t in leaves if t is not None]
+    if not wanted:
+        return [None] * len(leaves)
+    found = torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True)
+    it = iter(found)
+    return [next(it) if t is not None else None for t in leaves]
+
+
+def _autocast_dtype(entry: dict, base: list[torch.Tensor]) -> torch.dtype | None:
+    """The dtype autocast ran the API in: every recorded float output is float16 (or every one bfloat16)
+    while some float input is float32."""
+    outs: list[dict] = []
+    _collect(entry.get("output"), outs)
+    dtypes = {str(o.get("dtype")) for o in outs}
+    if len(dtypes) != 1:
+        return None
+    try:
+        out_dtype = torch_dtype(dtypes.pop())
+    except Unreplayable:
+        return None
+    if out_dtype in _LOW and any(t.dtype == torch.float32 for t in base):
+        return out_dtype
+    return None
+
+
+class _Side:
+    """One side of the replay: its device, its leaf tensors (gradients are taken with respect to them)
+    and the tensors the API is called with (autocast dtype, copies for in-place APIs)."""
+
+    def __init__(self, device: torch.device, base: list[torch.Tensor], needs_grad: list[bool],
+                 autocast: torch.dtype | None, upcast: bool, inplace: bool) -> None:
+        self.device, self.needs_grad = device, needs_grad or [False] * len(base)
+        self.autocast = autocast
+        self.leaves: list[torch.Tensor | None] = []
+        self.inputs: list[torch.Tensor] = []
+        self.grads: list = []
+        self.upcast = upcast
+        for i, t in enumerate(base):
+            dtype = _UPCAST.get(t.dtype, t.dtype) if upcast else t.dtype
+            leaf = t.to(device=device, dtype=dtype, copy=True)
+            grad = self.needs_grad[i]
+            if grad:
+                leaf.requires_grad_(True)
+            used = leaf
+            if autocast is not None and leaf.is_floating_point():
+                # both sides start from the values autocast gave the API; the bench then computes upcast
+                used = leaf.to(autocast).to(_UPCAST[autocast]) if upcast else leaf.to(autocast)
+            if inplace and used is leaf and grad:
+                used = leaf.clone()
+            self.leaves.append(leaf if grad else None)
+            self.inputs.append(used)
+
+    def _device(self, _recorded: str) -> torch.device:
+        return self.device
+
+    def _dtype(self, value: Any) -> Any:
+        """On the bench, a float16/bfloat16/float32 dtype argument is upcast like the tensors."""
+        return _UPCAST.get(value, value) if self.upcast and isinstance(value, torch.dtype) else value
+
+    def run(self, func: Callable[..., Any], args_v: list, kwargs_v: dict, grad: bool) -> tuple[Any, list]:
+        from msprobe.pytorch.run_ut.inputs import rebuild
+
+        it = iter(self.inputs)
+
+        def build(value: Any) -> Any:
+            return _map_dtypes(rebuild(value, lambda _v: next(it), self._device), self._dtype)
+
+        args = build(args_v)
+        kwargs = build(kwargs_v)
+        with torch.set_grad_enabled(grad):
+            out = func(*args, **kwargs)
+        flat = _flat_outputs(out, [])
+        if not any(isinstance(v, torch.Tensor) for v in flat) and self.inputs and out is None:
+            flat = [args[0]] if args and isinstance(args[0], torch.Tensor) else flat  # __setitem__ and the like
+        return out, flat
+
+
+def _map_dtypes(value: Any, convert: Callable[[Any], Any]) -> Any:
+    if isinstance(value, list):
+        return [_map_dtypes(v, convert) for v in value]
+    if isinstance(value, dict):
+        return {k: _map_dtypes(v, convert) for k, v in value.items()}
+    return convert(value)
+
+
+def load_lists(config_path: str | os.PathLike | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """white_list and black_list of the run_ut section of a config.json."""
+    if config_path is None:
+        return (), ()
+    from msprobe.core.config import load_config
+
+    section = load_config(config_path, framework="pytorch", task="run_ut").section
+    return tuple(section.white_list), tuple(section.black_list)
+
+
+def _listed(names: tuple[str, ...], prefix: str, api: str) -> bool:
+    return api in names or f"{prefix}.{api}" in names or base_api(api) in names
+
+
+def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, device: str = "cpu",
+           save_error_data: bool = False, csv_path: str | os.PathLike | None = None,
+           filter_duplicates: bool = False, white_list: tuple[str, ...] = (), black_list: tuple[str, ...] = (),
+           seed: int = DEFAULT_SEED, api_override: Mapping[str, Callable[..., Any]] | None = None) -> RunUtResult:
+    """Replay every forward API of ``api_info`` (a dump.json) and write the result, details and summary
+    files into ``output_dir`` (or, resuming, next to ``csv_path``).
+
+    ``api_override`` maps ``Prefix.api`` (``Functional.gelu``) to a callable run on the device side in
+    place of the API: a testing and debugging hook (e.g. to check that a wrong kernel is caught); the
+    bench always runs the real API. Raises :class:`RunUtError` for unusable inputs.
+    """
+    dev = check_device(device)
+    out = Path(csv_path).parent if csv_path is not None else Path(output_dir)
+    error_dir = out / "error_data" if save_error_data else None
+    replayer = Replayer(api_info, dev, seed, api_override, error_dir)
+    report = Report(out, csv_path)
+    entries = replayer.dump.entries
+    seen: set[str] = set()
+    checked = 0
+    for name, entry in entries.items():
+        if not name.endswith(".forward"):
+            continue
+        row_name = name.removesuffix(".forward")
+        prefix, api, _ = split_name(name)
+        if row_name in report.done:
+            continue
+        if white_list and not _listed(white_list, prefix, api):
+            continue
+        if black_list and _listed(black_list, prefix, api):
+            continue
+        if filter_duplicates:
+            key = dedupe_key(prefix, api, entry)
+            if key in seen:
+                continue
+            seen.add(key)
+        backward = entries.get(f"{row_name}.backward")
+        row = replayer.check(name, entry, backward if isinstance(backward, dict) else None)
+        if row.forward != SKIP or row.backward not in (SKIP, NOT_APPLICABLE):
+            checked += 1
+        report.add(row)
+        logger.info("run_ut: %s forward %s backward %s", row.name, row.forward, row.backward)
+    summary = report.summary(api_info=str(api_info), task=replayer.dump.task, device=str(dev),
+                             bench="cpu, float16/bfloat16 -> float32, float32 -> float64",
+                             seed=seed if not replayer.tensor_mode else None,
+                             inputs="dump tensors" if replayer.tensor_mode else "generated from statistics",
+                             white_list=list(white_list), black_list=list(black_list),
+                             filter_duplicates=filter_duplicates, checked=checked)
+    return RunUtResult(summary, checked, report.rows)

@@ -1,0 +1,201 @@
+"""``msprobe -f pytorch run_ut``: replay real L1 dumps of a small transformer-ish model on CPU."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from msprobe.core import cli
+from msprobe.pytorch import PrecisionDebugger
+from msprobe.pytorch.run_ut.replay import run_ut
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = torch.nn.Linear(16, 16)
+        self.k = torch.nn.Linear(16, 16)  # same shapes as q: a duplicate for -f
+        self.norm = torch.nn.LayerNorm(16)
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(self.norm(self.q(x)))
+        att = torch.softmax(torch.matmul(h, self.k(h).transpose(-1, -2)) / 4.0, dim=-1)
+        return self.drop(att @ h + x)
+
+
+def _dump(root: Path, task: str, autocast: bool = False) -> Path:
+    torch.manual_seed(0)
+    model = Block()
+    debugger = PrecisionDebugger(task=task, level="L1", dump_path=str(root))
+    x = torch.randn(2, 8, 16, requires_grad=True)
+    weight = torch.randn(2, 8, 16)
+    debugger.start(model)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        y = model(x)
+    (y.float() * weight).sum().backward()
+    debugger.stop()
+    debugger.step()
+    found = sorted(root.rglob("dump.json"))
+    assert found, f"no dump.json under {root}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("run_ut_dumps")
+    return {
+        "fp32": _dump(base / "fp32", "tensor"),
+        "bf16": _dump(base / "bf16", "tensor", autocast=True),
+        "stats": _dump(base / "stats", "statistics"),
+    }
+
+
+def _cli(*argv: str) -> int:
+    return cli.main(["-f", "pytorch", "run_ut", *argv])
+
+
+def _one(folder: Path, pattern: str) -> Path:
+    found = sorted(folder.glob(pattern))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _forward_names(dump_json: Path) -> list[str]:
+    data = json.loads(dump_json.read_text())["data"]
+    return [n.removesuffix(".forward") for n in data if n.endswith(".forward")]
+
+
+def test_fp32_tensor_dump_replays_every_forward_api(dumps: dict[str, Path], tmp_path: Path) -> None:
+    assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path)) == 0
+    result = _one(tmp_path, "accuracy_checking_result_*.csv")
+    assert result.read_bytes().startswith(b"\xef\xbb\xbf")
+    rows = {r["API name"]: r for r in _rows(result)}
+    assert list(rows) == _forward_names(dumps["fp32"])
+    assert not any(name.startswith("Module.") for name in rows)
+    assert rows["Functional.dropout.0"]["Forward Test Success"] == "SKIP"
+    assert "not numerically comparable" in rows["Functional.dropout.0"]["Message"]
+    checked = [r for r in rows.values() if r["Forward Test Success"] != "SKIP"]
+    assert len(checked) >= 8
+    assert sum(r["Forward Test Success"] == "pass" for r in checked) >= 0.8 * len(checked)
+    assert rows["Functional.linear.0"]["Forward Test Success"] == "pass"
+    assert rows["Functional.linear.0"]["Backward Test Success"] == "pass"
+    details = _rows(_one(tmp_path, "accuracy_checking_details_*.csv"))
+    names = {d["API name"] for d in details}
+    assert "Functional.linear.0.forward.output.0" in names
+    assert "Functional.linear.0.backward.output.1" in names  # the weight's gradient
+    linear = next(d for d in details if d["API name"] == "Functional.linear.0.forward.output.0")
+    assert (linear["Bench Dtype"], linear["DEVICE Dtype"], linear["Standard"]) == ("torch.float64", "torch.float32",
+                                                                                   "ulp")
+    summary = json.loads(_one(tmp_path, "accuracy_checking_summary_*.json").read_text())
+    assert summary["forward"]["SKIP"] >= 1 and summary["task"] == "tensor" and summary["seed"] is None
+
+
+def test_bf16_autocast_dump(dumps: dict[str, Path], tmp_path: Path) -> None:
+    assert _cli("-api_info", str(dumps["bf16"]), "-o", str(tmp_path)) == 0
+    rows = {r["API name"]: r for r in _rows(_one(tmp_path, "accuracy_checking_result_*.csv"))}
+    assert rows["Functional.linear.0"]["Forward Test Success"] == "pass"
+    details = {d["API name"]: d for d in _rows(_one(tmp_path, "accuracy_checking_details_*.csv"))}
+    out = details["Functional.linear.0.forward.output.0"]
+    assert (out["DEVICE Dtype"], out["Bench Dtype"]) == ("torch.bfloat16", "torch.float32")
+
+
+def test_statistics_dump_generates_seeded_inputs(dumps: dict[str, Path], tmp_path: Path) -> None:
+    assert _cli("-api_info", str(dumps["stats"]), "-o", str(tmp_path / "a")) == 0
+    assert _cli("-api_info", str(dumps["stats"]), "-o", str(tmp_path / "b")) == 0
+    a = _rows(_one(tmp_path / "a", "accuracy_checking_details_*.csv"))
+    b = _rows(_one(tmp_path / "b", "accuracy_checking_details_*.csv"))
+    assert [r["MaxAbsErr"] for r in a] == [r["MaxAbsErr"] for r in b]  # same seed, same inputs
+    summary = json.loads(_one(tmp_path / "a", "accuracy_checking_summary_*.json").read_text())
+    assert summary["seed"] == 1234 and summary["inputs"] == "generated from statistics"
+    rows = {r["API name"]: r for r in _rows(_one(tmp_path / "a", "accuracy_checking_result_*.csv"))}
+    assert rows["Functional.linear.0"]["Forward Test Success"] == "pass"
+
+
+def test_wrong_device_api_is_reported_with_worst_elements(dumps: dict[str, Path], tmp_path: Path) -> None:
+    def wrong_gelu(*args, **kwargs):
+        return F.gelu(*args, **kwargs) * 1.01
+
+    result = run_ut(dumps["fp32"], tmp_path, api_override={"Functional.gelu": wrong_gelu}, save_error_data=True)
+    rows = {r.name: r for r in result.rows}
+    assert rows["Functional.gelu.0"].forward == "error"
+    assert rows["Functional.linear.0"].forward == "pass"
+    detail = next(d for d in _rows(_one(tmp_path, "accuracy_checking_details_*.csv"))
+                  if d["API name"] == "Functional.gelu.0.forward.output.0")
+    worst = json.loads(detail["Worst Elements"])
+    assert 1 <= len(worst) <= 10 and {"index", "device", "bench", "abs_err"} <= set(worst[0])
+    assert worst[0]["device"] == pytest.approx(worst[0]["bench"] * 1.01, rel=1e-5)
+    failures = [f for f in result.summary["failures"] if f["output"] == "Functional.gelu.0.forward.output.0"]
+    assert failures and failures[0]["worst"]
+    saved = tmp_path / "error_data" / "Functional.gelu.0"
+    assert (saved / "input.0.pt").is_file() and (saved / "device_output.0.pt").is_file()
+    assert (saved / "bench_output.0.pt").is_file()
+    device_out = torch.load(saved / "device_output.0.pt", weights_only=True)
+    bench_out = torch.load(saved / "bench_output.0.pt", weights_only=True)
+    assert device_out.dtype == torch.float32 and bench_out.dtype == torch.float64
+
+
+def test_resume_from_result_csv(dumps: dict[str, Path], tmp_path: Path) -> None:
+    assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path)) == 0
+    result = _one(tmp_path, "accuracy_checking_result_*.csv")
+    full = _rows(result)
+    lines = result.read_text(encoding="utf-8").splitlines(keepends=True)
+    result.write_text("".join(lines[:4]), encoding="utf-8")  # header + 3 APIs: "interrupted"
+    assert _cli("-api_info", str(dumps["fp32"]), "-csv_path", str(result)) == 0
+    resumed = _rows(result)
+    assert [r["API name"] for r in resumed] == [r["API name"] for r in full]
+    assert len(list(tmp_path.glob("accuracy_checking_result_*.csv"))) == 1
+
+
+def test_filter_duplicates(dumps: dict[str, Path], tmp_path: Path) -> None:
+    assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path), "-f") == 0
+    names = [r["API name"] for r in _rows(_one(tmp_path, "accuracy_checking_result_*.csv"))]
+    assert "Functional.linear.0" in names and "Functional.linear.1" not in names  # q and k: same shapes
+    assert len(names) < len(_forward_names(dumps["fp32"]))
+
+
+def _config(tmp_path: Path, section: dict) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"task": "run_ut", "run_ut": section}))
+    return path
+
+
+def test_white_and_black_lists(dumps: dict[str, Path], tmp_path: Path) -> None:
+    white = _config(tmp_path, {"white_list": ["linear", "softmax"]})
+    assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path / "w"), "-config", str(white)) == 0
+    names = {r["API name"] for r in _rows(_one(tmp_path / "w", "accuracy_checking_result_*.csv"))}
+    assert names == {"Functional.linear.0", "Functional.linear.1", "Torch.softmax.0"}
+    black = _config(tmp_path, {"black_list": ["linear"]})
+    assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path / "b"), "-config", str(black)) == 0
+    names = {r["API name"] for r in _rows(_one(tmp_path / "b", "accuracy_checking_result_*.csv"))}
+    assert names and not any("linear" in n for n in names)
+
+
+def test_nothing_checked_exits_non_zero(dumps: dict[str, Path], tmp_path: Path) -> None:
+    only_dropout = _config(tmp_path, {"white_list": ["dropout"]})
+    assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path / "o"), "-config", str(only_dropout)) == 1
+
+
+def test_missing_tensor_file_exits_2(dumps: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import shutil
+
+    copy = tmp_path / "dump"
+    shutil.copytree(dumps["fp32"].parent, copy)
+    missing = copy / "dump_tensor_data" / "Functional.linear.0.forward.input.0.pt"
+    missing.unlink()
+    assert _cli("-api_info", str(copy / "dump.json"), "-o", str(tmp_path / "o")) == 2
+    assert "Functional.linear.0.forward.input.0.pt" in caplog.text and "missing" in caplog.text
+
+
+def test_bad_device_exits_2(dumps: dict[str, Path], tmp_path: Path) -> None:
+    assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path), "-d", "cuda:99") == 2
