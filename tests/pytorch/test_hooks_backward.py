@@ -259,3 +259,18 @@ def test_a_users_function_mode_sees_only_the_users_calls():
         return seen.calls
 
     assert run(True) == run(False)
+
+
+def test_leaf_passed_twice_and_used_elsewhere():
+    """A leaf's edge is matched by its accumulator's ``variable``: both positions get the whole gradient
+    of this call, and another call's use of the same leaf is not counted in."""
+    w = torch.randn(3, requires_grad=True)
+    sink = RecordingSink()
+    interceptor = _enabled(sink)
+    y = torch.mul(w, w)
+    z = torch.add(y, w)  # w again, in another call
+    z.sum().backward()
+    interceptor.disable()
+    grad_in, grad_out = sink.grads["Torch.mul.0.backward"]
+    assert torch.equal(grad_out[0], 2 * w.detach()) and torch.equal(grad_out[1], 2 * w.detach())
+    assert torch.equal(sink.grads["Torch.add.0.backward"][1][1], torch.ones(3))

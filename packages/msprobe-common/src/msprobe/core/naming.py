@@ -72,6 +72,7 @@ def _check_tokens(what: str, text: str) -> None:
         raise ValueError(f"{what} {text!r} is empty or has an empty dot-separated part")
 
 
+@functools.lru_cache(maxsize=65536, typed=True)  # per recorded call; names recur every step
 def api_name(prefix: str, api: str, count: int, direction: str) -> str:
     """``Torch.add.0.forward``; ``api`` may contain dots (``linalg.norm``), ``prefix`` may not."""
     if "." in prefix:
@@ -83,6 +84,7 @@ def api_name(prefix: str, api: str, count: int, direction: str) -> str:
     return f"{prefix}.{api}.{count}.{direction}"
 
 
+@functools.lru_cache(maxsize=65536, typed=True)  # as api_name: asked for every module call, repeats every step
 def module_name(kind: str, path: str, cls: str, direction: str, count: int) -> str:
     """``Module.conv1.Conv2d.forward.0``: ``kind`` is Module or Cell, ``path`` the dotted attribute path."""
     if kind not in MODULE_KINDS:
@@ -142,6 +144,7 @@ def parse_name(name: str) -> EntryName:
     )
 
 
+@functools.lru_cache(maxsize=65536, typed=True)  # parsed and rebuilt up to 3 times per recorded call otherwise
 def backward_name(forward_name: str) -> str:
     """The backward entry name of a forward entry name."""
     entry = parse_name(forward_name)

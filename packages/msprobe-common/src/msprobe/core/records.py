@@ -66,9 +66,12 @@ class TensorRecord:
     data_name: str | None = None
 
     def to_json(self) -> dict:
-        value: dict = {"type": self.type_name, "dtype": self.dtype, "shape": list(self.shape)}
-        stats = self.stats or TensorStats(None, None, None, None)
-        value.update(Max=stats.max, Min=stats.min, Mean=stats.mean, Norm=stats.norm)
+        stats = self.stats or _NO_STATS
+        # one dict display (this runs for every tensor of every entry; update() with keywords cost more)
+        value: dict = {
+            "type": self.type_name, "dtype": self.dtype, "shape": list(self.shape),
+            "Max": stats.max, "Min": stats.min, "Mean": stats.mean, "Norm": stats.norm,
+        }
         if self.requires_grad is not None:
             value["requires_grad"] = self.requires_grad
         if not _finite_or_none(stats.max):
@@ -80,6 +83,9 @@ class TensorRecord:
         if self.data_name is not None:
             value["data_name"] = self.data_name
         return value
+
+
+_NO_STATS = TensorStats(None, None, None, None)  # read only
 
 
 def _finite_or_none(value: float | bool | None) -> bool:

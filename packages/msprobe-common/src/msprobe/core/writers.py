@@ -13,6 +13,7 @@ temporary files and leaves every file already renamed into place as it was.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -45,6 +46,13 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json_text(obj))
 
 
+@functools.lru_cache(maxsize=4096)
+def _frames_json(frames: tuple[str, ...]) -> str:
+    """A stack's JSON text: the same few call sites' stacks recur in every step, and rendering a list of
+    long strings cost as much as capturing it."""
+    return json.dumps(list(frames))
+
+
 class _JsonObjectStream:
     """One JSON object written member by member, one member per line, ``depth`` levels deep inside
     ``head ... tail``."""
@@ -61,7 +69,11 @@ class _JsonObjectStream:
     def add(self, key: str, value: Any) -> None:
         # One member per line, rendered by json's C encoder: pretty-printing (indent) takes json's
         # pure-Python path, which cost a third of the dump's time on a small transformer.
-        member = f"{',' if self._members else '{'}\n{self._indent}{json.dumps(key)}: {json.dumps(value)}"
+        self.add_rendered(key, json.dumps(value))
+
+    def add_rendered(self, key: str, rendered: str) -> None:
+        """A member whose value is already JSON text."""
+        member = f"{',' if self._members else '{'}\n{self._indent}{json.dumps(key)}: {rendered}"
         self._members += 1
         self._pending.append(member)
         self._pending_bytes += len(member)
@@ -145,7 +157,7 @@ class StepWriter:
 
     def add_stack(self, name: str, frames: list[str]) -> None:
         self._check_open()
-        self._stack.add(name, list(frames))
+        self._stack.add_rendered(name, _frames_json(tuple(frames)))
 
     def add_construct(self, name: str, parent: str | None) -> None:
         self._check_open()

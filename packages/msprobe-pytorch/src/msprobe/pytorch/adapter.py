@@ -258,9 +258,17 @@ def _device_stats(t: torch.Tensor) -> StatsHandle | TensorStats:
 _NUMPY_MAX_ELEMENTS = 16384
 
 
+# Real dtypes numpy reads as they are (no conjugate bit possible; the negative bit is checked).
+_NUMPY_REAL = frozenset((
+    torch.float16, torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+))
+
+
 def _host_stats(t: torch.Tensor) -> TensorStats:
     """Statistics of a CPU tensor, computed now: small tensors through numpy (shared with MindSpore),
     large ones with torch's single-pass aminmax plus a sum and :func:`_norm`."""
+    if t.dtype in _NUMPY_REAL and t.numel() <= _NUMPY_MAX_ELEMENTS and not t.is_neg():
+        return array_stats(t.numpy())  # the common case, with the fewest torch calls (~1 µs each)
     if t.dtype == torch.bfloat16:
         t = t.float()  # numpy has no bfloat16
     t = t.resolve_conj().resolve_neg()

@@ -1,0 +1,154 @@
+"""Host cost of the debugger per captured call: a model of many tiny ops (60 × ``Linear(8, 8)`` + tanh,
+batch 4), whose own compute is negligible, so what a mode adds to a step is almost all msprobe's
+per-call bookkeeping (interception, naming, backward capture, encoding, statistics of tiny tensors,
+stack, JSON).
+
+Each step is a forward, a ``sum`` and a backward inside ``start()``/``stop()``. Modes alternate round by
+round in one process (``harness.py``); the table shows, per mode, the median CPU time of a step and
+``(t_mode − t_bare) / calls`` (CPU time: of the medians, and of the fastest steps, the steadier figure
+on a shared machine; and wall time), where ``calls`` is the number of forward entries one step of
+``statistics L1`` writes to dump.json (the count is printed; each forward also brings its backward entry).
+
+    python tools/bench/percall.py [--framework pytorch|mindspore] [--rounds 5] [--steps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from harness import make_debugger, run_modes, time_steps  # noqa: E402
+
+LAYERS, WIDTH, BATCH = 60, 8, 4
+TORCH_MODES = {
+    "bare": None,
+    "statistics L1": dict(task="statistics", level="L1"),
+    "statistics mix": dict(task="statistics", level="mix"),
+    "md5 L1": dict(task="statistics", level="L1", summary_mode="md5"),
+    "tensor L1": dict(task="tensor", level="L1"),
+}
+MINDSPORE_MODES = {mode: spec for mode, spec in TORCH_MODES.items() if not mode.startswith("md5")}
+
+
+def torch_setup() -> tuple[Any, Callable[[Any], None], Any, Any]:
+    """(model, train_step, debugger class, batch) for PyTorch."""
+    import torch
+    from torch import nn
+
+    from msprobe.pytorch import PrecisionDebugger
+
+    class Tiny(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(WIDTH, WIDTH) for _ in range(LAYERS))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.layers:
+                x = torch.tanh(layer(x))
+            return x
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = Tiny()
+
+    def train_step(batch: torch.Tensor) -> None:
+        model.zero_grad(set_to_none=True)
+        model(batch).sum().backward()
+
+    return model, train_step, PrecisionDebugger, torch.randn(BATCH, WIDTH)
+
+
+def mindspore_setup() -> tuple[Any, Callable[[Any], None], Any, Any]:
+    """(network, train_step, debugger class, batch) for MindSpore PyNative."""
+    import mindspore as ms
+    import numpy as np
+    from mindspore import Tensor, nn, ops
+
+    from msprobe.mindspore import PrecisionDebugger
+
+    class Tiny(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.CellList([nn.Dense(WIDTH, WIDTH) for _ in range(LAYERS)])
+
+        def construct(self, x):
+            for layer in self.layers:
+                x = ops.tanh(layer(x))
+            return x
+
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    ms.set_seed(0)
+    net = Tiny()
+    grad_fn = ms.value_and_grad(lambda x: net(x).sum(), None, net.trainable_params())
+
+    def train_step(batch: Any) -> None:
+        loss, _ = grad_fn(batch)
+        loss.asnumpy()  # wait for the step's kernels
+
+    batch = Tensor(np.random.default_rng(0).standard_normal((BATCH, WIDTH)).astype(np.float32))
+    return net, train_step, PrecisionDebugger, batch
+
+
+def count_forward_calls(model: Any, train_step: Callable[[Any], None], debugger_cls: Any, batch: Any) -> int:
+    """Forward entries one step of statistics L1 writes: the calls the per-call cost is divided by."""
+    from msprobe.core.debugger import BaseDebugger
+
+    scratch = Path(tempfile.mkdtemp(prefix="msprobe-percall-"))
+    try:
+        debugger = make_debugger(debugger_cls, dict(task="statistics", level="L1"), scratch / "dump")
+        time_steps([batch], train_step, debugger, model)
+        if BaseDebugger._active is not None:
+            BaseDebugger._active.finish()
+        dumps = list((scratch / "dump").rglob("dump.json"))
+        data = json.loads(dumps[0].read_text())["data"]
+        return sum(1 for name in data if ".forward" in name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--framework", choices=("pytorch", "mindspore"), default="pytorch")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--modes", nargs="*", help="only these modes (bare always runs), e.g. 'statistics L1'")
+    args = parser.parse_args()
+    logging.getLogger("msprobe").setLevel(logging.ERROR)
+    if args.framework == "pytorch":
+        model, train_step, debugger_cls, batch = torch_setup()
+        modes = TORCH_MODES
+    else:
+        model, train_step, debugger_cls, batch = mindspore_setup()
+        modes = MINDSPORE_MODES
+    if args.modes:
+        modes = {mode: spec for mode, spec in modes.items() if mode == "bare" or mode in args.modes}
+    calls = count_forward_calls(model, train_step, debugger_cls, batch)
+    samples = run_modes(
+        modes, lambda debugger: time_steps([batch] * args.steps, train_step, debugger, model), debugger_cls,
+        args.rounds,
+    )
+    cpu = {mode: statistics.median(t[1] for t in values) for mode, values in samples.items()}
+    fastest = {mode: min(t[1] for t in values) for mode, values in samples.items()}
+    wall = {mode: statistics.median(t[0] for t in values) for mode, values in samples.items()}
+    print(f"{args.framework}: {calls} forward calls captured per step (statistics L1)")
+    print(f"{'mode':16s} {'cpu ms/step':>12s} {'µs/call':>8s} {'µs/call (min)':>14s}"
+          f" {'wall ms/step':>13s} {'µs/call':>8s}")
+    for mode in samples:
+        print(
+            f"{mode:16s} {cpu[mode] * 1e3:12.2f} {(cpu[mode] - cpu['bare']) / calls * 1e6:8.1f}"
+            f" {(fastest[mode] - fastest['bare']) / calls * 1e6:14.1f}"
+            f" {wall[mode] * 1e3:13.2f} {(wall[mode] - wall['bare']) / calls * 1e6:8.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
