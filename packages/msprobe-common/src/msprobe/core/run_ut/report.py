@@ -231,3 +231,56 @@ class Report:
         with open(self.summary_path, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2, default=str)
         return data
+
+
+def _data_rows(path: Path, header: tuple[str, ...]) -> list[list[str]]:
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        rows = list(csv.reader(handle))
+    if not rows or tuple(rows[0][: len(header)]) != header:
+        raise ReportError(f"{str(path)!r} does not start with the header {', '.join(header)}")
+    return [r for r in rows[1:] if r]
+
+
+def _only(folder: Path, prefix: str, suffix: str) -> Path:
+    found = sorted(folder.glob(f"{prefix}*{suffix}"))
+    if len(found) != 1:
+        raise ReportError(f"{str(folder)!r}: expected one {prefix}*{suffix}, found {len(found)}")
+    return found[0]
+
+
+def merge_parts(part_dirs: Iterable[str | os.PathLike], output_dir: str | os.PathLike,
+                resume_csv: str | os.PathLike | None = None, **info: Any) -> dict[str, Any]:
+    """Merge the reports of parts run separately (``multi_run_ut``) into one result CSV, one details
+    CSV and one summary JSON: the rows of each part in the order of ``part_dirs`` (contiguous parts of
+    the dump: the dump's order). New files in ``output_dir``, or with ``resume_csv`` the rows are
+    appended to that result CSV and its details CSV. The summary counts the merged rows, joins the
+    parts' failures, and holds the first part's run information, then ``info``."""
+    report = Report(output_dir, resume_csv)
+    results: list[list[str]] = []
+    details: list[list[str]] = []
+    failures: list[Any] = []
+    first: dict[str, Any] = {}
+    for folder in map(Path, part_dirs):
+        results += _data_rows(_only(folder, RESULT_PREFIX, ".csv"), RESULT_COLUMNS)
+        details += _data_rows(_only(folder, DETAILS_PREFIX, ".csv"), DETAIL_COLUMNS)
+        with open(_only(folder, SUMMARY_PREFIX, ".json"), encoding="utf-8") as handle:
+            part = json.load(handle)
+        failures += part.get("failures", [])
+        first = first or part
+    for path, rows in ((report.result_path, results), (report.details_path, details)):
+        with open(path, "a", encoding="utf-8", newline="") as handle:
+            csv.writer(handle).writerows(rows)
+    counted = ("result_csv", "details_csv", "apis", "forward", "backward", "failures")
+    data = {
+        **{k: v for k, v in first.items() if k not in counted},
+        **info,
+        "result_csv": str(report.result_path),
+        "details_csv": str(report.details_path),
+        "apis": len(results),
+        "forward": dict(Counter(r[1] for r in results)),
+        "backward": dict(Counter(r[2] for r in results)),
+        "failures": failures,
+    }
+    with open(report.summary_path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, default=str)
+    return data

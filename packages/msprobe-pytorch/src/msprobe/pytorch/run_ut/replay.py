@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -434,16 +434,42 @@ def _listed(names: tuple[str, ...], prefix: str, api: str) -> bool:
     return api in names or f"{prefix}.{api}" in names or base_api(api) in names
 
 
+def select_apis(entries: Mapping[str, Any], done: Collection[str] = (), white_list: tuple[str, ...] = (),
+                black_list: tuple[str, ...] = (), filter_duplicates: bool = False) -> list[str]:
+    """The forward entries (``Functional.linear.0.forward``) a run checks, in the dump's order: not
+    ``done`` (resuming), listed in ``white_list`` (when given), not in ``black_list``, and with
+    ``filter_duplicates`` the first of each :func:`dedupe_key` group."""
+    seen: set[str] = set()
+    selected = []
+    for name, entry in entries.items():
+        if not name.endswith(".forward") or name.removesuffix(".forward") in done:
+            continue
+        prefix, api, _ = split_name(name)
+        if white_list and not _listed(white_list, prefix, api):
+            continue
+        if black_list and _listed(black_list, prefix, api):
+            continue
+        if filter_duplicates:
+            key = dedupe_key(prefix, api, entry if isinstance(entry, dict) else {})
+            if key in seen:
+                continue
+            seen.add(key)
+        selected.append(name)
+    return selected
+
+
 def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, device: str = "cpu",
            save_error_data: bool = False, csv_path: str | os.PathLike | None = None,
            filter_duplicates: bool = False, white_list: tuple[str, ...] = (), black_list: tuple[str, ...] = (),
-           seed: int = DEFAULT_SEED, api_override: Mapping[str, Callable[..., Any]] | None = None) -> RunUtResult:
+           seed: int = DEFAULT_SEED, api_override: Mapping[str, Callable[..., Any]] | None = None,
+           apis: Collection[str] | None = None) -> RunUtResult:
     """Replay every forward API of ``api_info`` (a dump.json) and write the result, details and summary
     files into ``output_dir`` (or, resuming, next to ``csv_path``).
 
     ``api_override`` maps ``Prefix.api`` (``Functional.gelu``) to a callable run on the device side in
     place of the API: a testing and debugging hook (e.g. to check that a wrong kernel is caught); the
-    bench always runs the real API. Raises :class:`RunUtError` for unusable inputs.
+    bench always runs the real API. ``apis``: check only these rows (``Functional.linear.0``) of the
+    selection (``multi_run_ut`` gives each part its own). Raises :class:`RunUtError` for unusable inputs.
     """
     dev = check_device(device)
     out = Path(csv_path).parent if csv_path is not None else Path(output_dir)
@@ -451,24 +477,13 @@ def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, 
     replayer = Replayer(api_info, dev, seed, api_override, error_dir)
     report = Report(out, csv_path)
     entries = replayer.dump.entries
-    seen: set[str] = set()
     checked = 0
-    for name, entry in entries.items():
-        if not name.endswith(".forward"):
-            continue
+    wanted = None if apis is None else frozenset(apis)
+    for name in select_apis(entries, report.done, white_list, black_list, filter_duplicates):
+        entry = entries[name]
         row_name = name.removesuffix(".forward")
-        prefix, api, _ = split_name(name)
-        if row_name in report.done:
+        if wanted is not None and row_name not in wanted:
             continue
-        if white_list and not _listed(white_list, prefix, api):
-            continue
-        if black_list and _listed(black_list, prefix, api):
-            continue
-        if filter_duplicates:
-            key = dedupe_key(prefix, api, entry)
-            if key in seen:
-                continue
-            seen.add(key)
         backward = entries.get(f"{row_name}.backward")
         row = replayer.check(name, entry, backward if isinstance(backward, dict) else None)
         if row.forward != SKIP or row.backward not in (SKIP, NOT_APPLICABLE):
