@@ -9,6 +9,7 @@ import numpy as np
 import openpyxl
 import pytest
 import torch
+from torch_models import dump_one_step
 
 from msprobe.core.compare.tensorfile import TensorFileError, TensorSpec
 from msprobe.pytorch.compare import compare, load_pt, read_plain_pt
@@ -102,25 +103,13 @@ class ConvNet(torch.nn.Module):
 def dump_step(root: Path, autocast: bool, fault: bool = False) -> Path:
     """One training step dumped by our PrecisionDebugger (task tensor, level mix), in fp32 or under bf16 autocast;
     ``fault`` scales the conv weight by 1.05, five times what bf16 rounding explains (slack 8 · 2^-8 ≈ 3%)."""
-    from msprobe.core.debugger import BaseDebugger
-    from msprobe.pytorch import PrecisionDebugger
-
     torch.manual_seed(0)
     net = ConvNet()
-    if fault:
-        with torch.no_grad():
-            net.conv.weight.mul_(1.05)
     x = torch.randn(3, 2, 8, 8) * 1000
-    debugger = PrecisionDebugger(dump_path=str(root), task="tensor", level="mix", step=[0])
-    debugger.start(net)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        loss = torch.nn.functional.cross_entropy(net(x), torch.tensor([0, 3, 1]))
-    loss.backward()
-    debugger.stop()
-    debugger.step()
-    if BaseDebugger._active is not None:
-        BaseDebugger._active.finish()
-    return root / "step0" / "rank" / "dump.json"
+    directory = dump_one_step(net, lambda m: torch.nn.functional.cross_entropy(m(x), torch.tensor([0, 3, 1])), root,
+                              task="tensor", level="mix", autocast=torch.bfloat16 if autocast else None,
+                              fault="conv" if fault else None)
+    return directory / "dump.json"
 
 
 def test_our_own_autocast_dumps_match_row_for_row_and_name_the_faulted_conv(tmp_path, msprobe_log):

@@ -16,9 +16,8 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch_models import dump_one_step
 
-from msprobe.core.debugger import BaseDebugger
-from msprobe.pytorch import PrecisionDebugger
 from msprobe.pytorch.compare import compare
 
 
@@ -55,23 +54,13 @@ def dump(root: Path, task: str, level: str, bf16: bool, fault: bool) -> Path:
     """One training step (forward, backward, AdamW) from the same initial weights and batch."""
     torch.manual_seed(0)
     net = Net()
-    if fault:
-        with torch.no_grad():
-            net.blocks[1].fc1.weight.mul_(1.05)
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1)
     x, y = torch.randn(4, 3, 6, 6, generator=gen), torch.randint(0, 10, (4,), generator=gen)
-    debugger = PrecisionDebugger(dump_path=str(root), task=task, level=level, step=[0])
-    debugger.start(net)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        loss = nn.functional.cross_entropy(net(x), y)
-    loss.backward()
-    optimizer.step()
-    debugger.stop()
-    debugger.step()
-    if BaseDebugger._active is not None:
-        BaseDebugger._active.finish()
-    return root / "step0" / "rank" / "dump.json"
+    directory = dump_one_step(net, lambda m: nn.functional.cross_entropy(m(x), y), root, task=task, level=level,
+                              autocast=torch.bfloat16 if bf16 else None, fault="blocks.1.fc1" if fault else None,
+                              optimizer=optimizer)
+    return directory / "dump.json"
 
 
 RUNS = {"fp32": (False, False), "bf16": (True, False), "bf16_fault": (True, True), "fp32_fault": (False, True)}

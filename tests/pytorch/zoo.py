@@ -19,9 +19,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch_models import dump_one_step as dump_model_step
 from torch_models import train_steps
-
-from msprobe.pytorch import PrecisionDebugger
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -189,18 +188,9 @@ def dump_one_step(spec: ZooModel, out: Path, task: str, level: str, autocast: to
     scaled by 1.05. Returns the rank directory."""
     torch.manual_seed(0)
     model = spec.build()
-    if fault is not None:
-        with torch.no_grad():
-            model.get_submodule(fault).weight.mul_(1.05)
     batch = spec.batch(torch.Generator().manual_seed(1))
-    debugger = PrecisionDebugger(dump_path=str(out), task=task, level=level, step=[0])
-    debugger.start(model)
-    with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
-        loss = spec.loss(model, batch)
-    loss.backward()
-    debugger.stop()
-    debugger.step()
-    return out / "step0" / "rank"
+    return dump_model_step(model, lambda m: spec.loss(m, batch), out, task=task, level=level, autocast=autocast,
+                           fault=fault)
 
 
 def in_layer(entry: str | None, layer: str, construct: dict) -> bool:
