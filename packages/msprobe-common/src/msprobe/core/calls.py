@@ -18,6 +18,9 @@ from typing import Any
 from msprobe.core.events import Call, CallSink
 from msprobe.core.naming import FORWARD, CallCounter, api_name, module_name
 
+MODULE_LEVELS = ("L0", "mix")  # the levels that collect modules/cells (construct.json has their nesting)
+API_LEVELS = ("L1", "mix")
+
 
 @dataclass(frozen=True)
 class Level:
@@ -33,11 +36,11 @@ class Level:
 
     @property
     def apis(self) -> bool:
-        return self.name in ("L1", "mix")
+        return self.name in API_LEVELS
 
     @property
     def modules(self) -> bool:
-        return self.name in ("L0", "mix")
+        return self.name in MODULE_LEVELS
 
 
 @dataclass

@@ -24,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from msprobe.core.calls import MODULE_LEVELS
 from msprobe.core.encode import EntryEncoder
 from msprobe.core.events import Call, TensorAdapter
 from msprobe.core.naming import backward_name, tensor_file_name
@@ -31,7 +32,6 @@ from msprobe.core.select import Selector
 from msprobe.core.stack import user_stack
 from msprobe.core.writers import StepWriter
 
-_LEVELS_WITH_MODULES = ("L0", "mix")
 T = TypeVar("T")
 
 
@@ -120,7 +120,7 @@ class StepOutput:
         self.dump_path = dump_path
         self.task, self.level, self.framework = task, level, framework
         self.with_tensors = with_tensors
-        self.with_construct = level in _LEVELS_WITH_MODULES
+        self.with_construct = level in MODULE_LEVELS
         self._writer: StepWriter | None = None
 
     @property

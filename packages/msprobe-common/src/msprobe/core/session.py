@@ -14,13 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from msprobe.core.calls import MODULE_LEVELS
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.events import Call, CallSink, Interceptor, StepCollector
 from msprobe.core.fileio import UnsafePathError
 from msprobe.core.log import logger, set_rank
-
-MODULE_LEVELS = ("L0", "mix")
-
 
 # What writing a dump can raise: the operating system's errors (a full disk, a read-only or removed
 # directory, a rank directory another run holds) and our refusal of a symlink planted where we write.
