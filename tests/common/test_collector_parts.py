@@ -3,6 +3,7 @@ dump collector over them, driven through the CallSink contract with numpy arrays
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from msprobe.core import encode
 from msprobe.core.collector import CallState, DumpCollector, ModuleSpans, Parts, StepOutput, TensorFiles
 from msprobe.core.encode import EntryEncoder
 from msprobe.core.events import Call
+from msprobe.core.host_stats import array_stats
 from msprobe.core.overflow import OverflowCollector
+from msprobe.core.records import TensorStats
 from msprobe.core.select import Selector
 from msprobe.core.writers import read_json, step_dir
 
@@ -52,8 +55,29 @@ def test_statistics_of_a_batch_arrive_in_one_fetch_and_entries_in_order():
     released = entries.release()
     assert adapter.fetch_sizes == [3]
     assert [name for name, _ in released] == [f"Torch.add.{i}.forward" for i in range(3)]
-    assert released[2][1]["output"][0]["Max"] == 2.0  # JSON-ready, statistics filled in
+    assert json.loads(released[2][1])["output"][0]["Max"] == 2.0  # rendered, statistics filled in
     assert entries.release() == [] and adapter.fetch_sizes == [3]  # nothing pending: no transfer
+
+
+class HostStatsAdapter(NumpyTensorAdapter):
+    """Statistics computed at once, as on a CPU run (no handle to fetch)."""
+
+    def stats(self, tensor: np.ndarray) -> TensorStats:
+        return array_stats(tensor)
+
+
+def test_entries_with_host_statistics_are_rendered_when_held():
+    adapter = HostStatsAdapter()
+    entries = EntryEncoder(adapter)
+    entry = {"output": entries.encode(np.array([1.0, -3.0]), "Torch.neg.0.forward", "output", as_list=True)}
+    entries.hold("Torch.neg.0.forward", entry)
+    entry["output"] = []  # the held entry is its text already: later changes cannot reach it
+    ((name, text),) = entries.release()
+    assert name == "Torch.neg.0.forward" and adapter.fetch_sizes == []
+    (record,) = json.loads(text)["output"]
+    values = np.array([1.0, -3.0], dtype=np.float64)
+    assert (record["Max"], record["Min"], record["Mean"]) == (values.max(), values.min(), values.mean())
+    assert record["Norm"] == pytest.approx(np.sqrt((values * values).sum()), rel=1e-15)
 
 
 def test_md5_and_tensor_files_are_asked_per_tensor_with_its_place():
@@ -67,8 +91,8 @@ def test_md5_and_tensor_files_are_asked_per_tensor_with_its_place():
     value = entries.encode((np.ones(2), [1, np.zeros(3)]), "Torch.cat.0.forward", "input")
     assert saved == [("Torch.cat.0.forward", "input", (0,)), ("Torch.cat.0.forward", "input", (1, 1))]
     entries.hold("Torch.cat.0.forward", {"input_args": value})
-    (_, entry), = entries.release()
-    first, (number, second) = entry["input_args"]
+    (_, text), = entries.release()
+    first, (number, second) = json.loads(text)["input_args"]
     assert number == {"type": "int", "value": 1}
     assert second["data_name"] == "Torch.cat.0.forward.input.1.1.npy" and len(second["md5"]) == 8
     assert "data_name" in first and "md5" in first
@@ -119,7 +143,7 @@ def test_step_output_opens_a_writer_per_step_and_writes_construct_only_for_modul
             output.add_stack("Torch.add.0.forward")
         output.open(0, None)
         output.add_construct("Torch.add.0.forward", "Module.m.M.forward.0")
-        output.add_entries([("Torch.add.0.forward", {"output": [None]})])
+        output.add_entries([("Torch.add.0.forward", '{"output": [null]}')])
         output.add_stack("Torch.add.0.forward")
         directory = output.directory
         output.close()
@@ -132,10 +156,10 @@ def test_step_output_opens_a_writer_per_step_and_writes_construct_only_for_modul
 def test_abort_leaves_earlier_steps_and_no_temporary_files(tmp_path):
     output = StepOutput(str(tmp_path), task="statistics", level="L1", framework="pytorch", with_tensors=False)
     output.open(0, None)
-    output.add_entries([("Torch.add.0.forward", {})])
+    output.add_entries([("Torch.add.0.forward", "{}")])
     output.close()
     output.open(1, None)
-    output.add_entries([("Torch.add.0.forward", {})])
+    output.add_entries([("Torch.add.0.forward", "{}")])
     output.abort()
     output.abort()  # twice is harmless
     assert not output.active

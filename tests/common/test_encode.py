@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msprobe.core.encode import encode_value, to_json_ready
+from msprobe.core.encode import encode_value, render
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 
 REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs")
@@ -97,7 +97,7 @@ def test_nesting_gives_each_leaf_its_index_path():
     leaf = ArrayLeaf()
     a = np.arange(6.0).reshape(2, 3)
     args = (a, [a, (a, 4)], {"weight": a, "bias": None})
-    encoded = to_json_ready(encode_value(args, leaf))
+    encoded = json.loads(render(encode_value(args, leaf)))
     data_names = [encoded[0]["data_name"], encoded[1][0]["data_name"], encoded[1][1][0]["data_name"]]
     assert data_names == ["(0,)", "(1, 0)", "(1, 1, 0)"]
     assert encoded[2]["weight"]["data_name"] == "(2, 'weight')"
@@ -120,7 +120,7 @@ def test_nesting_gives_each_leaf_its_index_path():
 
 def test_tensor_records_become_dump_json_dicts_with_exact_statistics():
     a = np.array([[1.0, -2.0], [3.0, 0.5]], dtype=np.float32)
-    encoded = to_json_ready(encode_value([a], ArrayLeaf(), ("input",)))
+    encoded = json.loads(render(encode_value([a], ArrayLeaf(), ("input",))))
     assert encoded == [
         {
             "type": "numpy.ndarray",
@@ -134,6 +134,32 @@ def test_tensor_records_become_dump_json_dicts_with_exact_statistics():
         }
     ]
     assert list(encoded[0]) == ["type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "data_name"]
+
+
+def test_records_render_non_finite_bool_and_missing_statistics_as_json_would():
+    inf = float("inf")
+    records = [
+        TensorRecord("t", "float32", (3,), True, TensorStats(inf, -inf, float("nan"), inf, 2.0, None), md5="0a0b0c0d"),
+        TensorRecord("t", "bool", (2, 1), False, TensorStats(True, False, None, None), data_name="x.pt"),
+        TensorRecord("t", "float16", (0,), None, TensorStats(None, None, None, None)),
+        TensorRecord("t", "int64", (), None, None),
+    ]
+    entry = {"input_args": [records[0], {"type": "slice", "value": [1, None, 2]}], "input_kwargs": {"dim": records[1]},
+             "output": [records[2], None, records[3], {"type": "float", "value": -inf}]}
+    parsed = json.loads(render(entry))
+    first = parsed["input_args"][0]
+    assert list(first) == ["type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "requires_grad",
+                           "Max_except_inf_nan", "Min_except_inf_nan", "md5"]
+    assert (first["Max"], first["Min"], first["Norm"]) == (inf, -inf, inf) and math.isnan(first["Mean"])
+    assert (first["Max_except_inf_nan"], first["Min_except_inf_nan"]) == (2.0, None)
+    assert parsed["input_args"][1] == {"type": "slice", "value": [1, None, 2]}
+    assert parsed["input_kwargs"]["dim"] == {"type": "t", "dtype": "bool", "shape": [2, 1], "Max": True, "Min": False,
+                                             "Mean": None, "Norm": None, "requires_grad": False, "data_name": "x.pt"}
+    assert parsed["output"][0] == {"type": "t", "dtype": "float16", "shape": [0], "Max": None, "Min": None,
+                                   "Mean": None, "Norm": None}
+    assert parsed["output"][1] is None and parsed["output"][2]["shape"] == []
+    assert parsed["output"][3] == {"type": "float", "value": -inf}
+    assert render(entry) == render(entry)  # the cached statistics text gives the same line again
 
 
 def test_leaf_claims_come_first_even_for_containers():

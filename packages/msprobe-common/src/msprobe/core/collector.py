@@ -142,10 +142,11 @@ class StepOutput:
             framework=self.framework, with_tensors=self.with_tensors,
         )
 
-    def add_entries(self, entries: list[tuple[str, dict]]) -> None:
+    def add_entries(self, entries: list[tuple[str, str]]) -> None:
+        """Entries as (name, dump.json text), in execution order."""
         writer = self._open_writer()
-        for name, entry in entries:
-            writer.add(name, entry)
+        for name, text in entries:
+            writer.add_rendered(name, text)
 
     def add_stack(self, name: str) -> None:
         """The user's stack of the call being handled now."""

@@ -2,14 +2,16 @@
 
 A framework adapter turns a tensor into a :class:`TensorRecord` at capture time (dtype, shape, no
 host sync) and fills :attr:`TensorRecord.stats` later, when the statistics of a whole batch of
-tensors come back from the device in one transfer. :meth:`TensorRecord.to_json` gives the dump.json
-value of SPEC 4.4 with the key order msprobe 1.1.1 writes.
+tensors come back from the device in one transfer. :meth:`TensorRecord.json_text` gives the
+dump.json value of SPEC 4.4 with the key order msprobe 1.1.1 writes.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class _NotHandled:
@@ -44,6 +46,9 @@ class TensorStats:
     norm: float | None
     max_except_inf_nan: float | None = None
     min_except_inf_nan: float | None = None
+    # The members' JSON text, made once: an unchanged tensor is seen again and again (one call's output
+    # is the next call's input) and shares these statistics, and writing a float is most of an entry's cost.
+    _members: tuple[str, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def is_finite(self) -> bool:
         """True when no statistic shows inf or NaN (bool and empty tensors are always finite)."""
@@ -51,6 +56,18 @@ class TensorStats:
             v is None or isinstance(v, bool) or math.isfinite(v)
             for v in (self.max, self.min, self.mean, self.norm)
         )
+
+    def json_members(self) -> tuple[str, str]:
+        """(the ``Max``..``Norm`` members, the ``*_except_inf_nan`` members or "") as JSON object text."""
+        if self._members is None:
+            high, low, mean, norm = (_number(v) for v in (self.max, self.min, self.mean, self.norm))
+            extremes = ""
+            if not _finite_or_none(self.max):
+                extremes += f', "Max_except_inf_nan": {_number(self.max_except_inf_nan)}'
+            if not _finite_or_none(self.min):
+                extremes += f', "Min_except_inf_nan": {_number(self.min_except_inf_nan)}'
+            self._members = f'"Max": {high}, "Min": {low}, "Mean": {mean}, "Norm": {norm}', extremes
+        return self._members
 
 
 @dataclass
@@ -65,24 +82,20 @@ class TensorRecord:
     md5: str | None = None
     data_name: str | None = None
 
-    def to_json(self) -> dict:
-        stats = self.stats or _NO_STATS
-        # one dict display (this runs for every tensor of every entry; update() with keywords cost more)
-        value: dict = {
-            "type": self.type_name, "dtype": self.dtype, "shape": list(self.shape),
-            "Max": stats.max, "Min": stats.min, "Mean": stats.mean, "Norm": stats.norm,
-        }
+    def json_text(self) -> str:
+        """The dump.json value: members in the order msprobe 1.1.1 writes them (``type``, ``dtype``,
+        ``shape``, the statistics, ``requires_grad``, the finite extremes, ``md5``, ``data_name``)."""
+        statistics, extremes = (self.stats or _NO_STATS).json_members()
+        text = f'{{"type": {_string(self.type_name)}, "dtype": {_string(self.dtype)}, "shape": {_shape(self.shape)}, '
+        text += statistics
         if self.requires_grad is not None:
-            value["requires_grad"] = self.requires_grad
-        if not _finite_or_none(stats.max):
-            value["Max_except_inf_nan"] = stats.max_except_inf_nan
-        if not _finite_or_none(stats.min):
-            value["Min_except_inf_nan"] = stats.min_except_inf_nan
+            text += ', "requires_grad": true' if self.requires_grad else ', "requires_grad": false'
+        text += extremes
         if self.md5 is not None:
-            value["md5"] = self.md5
+            text += f', "md5": {json.dumps(self.md5)}'
         if self.data_name is not None:
-            value["data_name"] = self.data_name
-        return value
+            text += f', "data_name": {json.dumps(self.data_name)}'
+        return text + "}"
 
 
 _NO_STATS = TensorStats(None, None, None, None)  # read only
@@ -90,3 +103,26 @@ _NO_STATS = TensorStats(None, None, None, None)  # read only
 
 def _finite_or_none(value: float | bool | None) -> bool:
     return value is None or isinstance(value, bool) or math.isfinite(value)
+
+
+def _number(value: float | bool | None) -> str:
+    """A statistic as json writes it (``float.__repr__``; NaN/Infinity tokens; true/false; null), without
+    json's per-call setup: four of these per distinct tensor."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and math.isfinite(value):
+        return float.__repr__(value)
+    return json.dumps(value)
+
+
+@functools.lru_cache(maxsize=256)
+def _string(value: str) -> str:
+    """A type or dtype name as JSON (a handful recur in every entry)."""
+    return json.dumps(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape(shape: tuple[int, ...]) -> str:
+    return json.dumps([int(n) for n in shape])

@@ -18,6 +18,7 @@ from msprobe.core.calls import MODULE_LEVELS
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.events import Call, CallSink, Interceptor, StepCollector
 from msprobe.core.fileio import UnsafePathError
+from msprobe.core.heap import FrozenHeap
 from msprobe.core.log import logger, set_rank
 
 # What writing a dump can raise: the operating system's errors (a full disk, a read-only or removed
@@ -140,6 +141,7 @@ class Session:
         self.started = False
         self.finished = False
         self._step_open = False
+        self._heap = FrozenHeap()  # full collections walk only what capture allocates (msprobe.core.heap)
 
     @classmethod
     def with_kit(cls, config: DebuggerConfig, collector: StepCollector, kit: Any, on_finish: Callable[[], None],
@@ -166,6 +168,7 @@ class Session:
             if self.sink.failed:
                 self.finish()
                 return
+        self._heap.freeze()
         self.interceptor.enable()
         self.started = True
 
@@ -177,6 +180,7 @@ class Session:
         if self._step_open:
             self._step_open = False
             self.sink.run(self.collector.end_step)
+        self._heap.thaw()
         if self.sink.failed:
             self.finish()
 

@@ -109,9 +109,9 @@ class _JsonObjectStream:
 class StepWriter:
     """Collects one step's entries for one rank and writes its three JSON files at :meth:`close`.
 
-    Entries must be JSON-ready (see :func:`msprobe.core.encode.to_json_ready`) and come in execution
-    order. A second writer for the same step and rank in the same run (``start``/``stop`` twice in a
-    step) continues the files the first one wrote.
+    Entries come in execution order, as JSON-ready values (:meth:`add`) or already rendered to their
+    line of JSON (:meth:`add_rendered`). A second writer for the same step and rank in the same run
+    (``start``/``stop`` twice in a step) continues the files the first one wrote.
     """
 
     def __init__(
@@ -148,12 +148,16 @@ class StepWriter:
         return self._tensor_dir
 
     def add(self, name: str, entry: dict) -> None:
+        self.add_rendered(name, json.dumps(entry))
+
+    def add_rendered(self, name: str, text: str) -> None:
+        """An entry already rendered to its one line of JSON (:func:`msprobe.core.encode.render`)."""
         self._check_open()
         if name in self._names:
             logger.warning(f"entry {name} was already written in this step; keeping the first one")
             return
         self._names.add(name)
-        self._dump.add(name, entry)
+        self._dump.add_rendered(name, text)
 
     def add_stack(self, name: str, frames: list[str]) -> None:
         self._check_open()
