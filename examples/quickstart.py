@@ -8,6 +8,11 @@ and each bf16 dump (the "NPU" side) is compared with the fp32 one (the bench sid
 - the plain bf16 run differs from fp32 only by bf16 rounding, so no first divergence is named;
 - a second bf16 run has a fault — ``fc1``'s weight 5% off, as a broken kernel would make it — and the
   comparison names the first entry of ``fc1`` as the first divergence.
+
+Then the API pre-check (``run_ut``, docs/run_ut.md) replays every API of the bf16 dump on CPU against a
+float32 bench and prints the failing APIs: none for the real kernels (bf16 batch_norm, which rounds its
+intermediate steps, gets a Warning); then once more with a deliberately wrong ``gelu`` on the device side
+(the ``api_override`` test hook: 2% too large), which it names with its worst elements.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import torch
 from torch import nn
 
 from msprobe.pytorch import PrecisionDebugger, compare, seed_all
+from msprobe.pytorch.run_ut.replay import run_ut
 
 
 class TinyNet(nn.Module):
@@ -70,6 +76,27 @@ def compare_step0(npu: Path, bench: Path, out: Path):
                     "stack_path": str(npu / "stack.json")}, out, stack_mode=True)
 
 
+def precheck(dump_json: Path, out: Path, label: str, api_override=None) -> None:
+    """run_ut on one dump; print the APIs judged ``error`` (and those with a ``Warning``: worth a look)."""
+    result = run_ut(dump_json, out, api_override=api_override)
+
+    def named(status: str) -> str:
+        rows = [r for r in result.rows if status in (r.forward, r.backward)]
+        return ", ".join(f"{r.name} (forward {r.forward}, backward {r.backward})" for r in rows) or "none"
+
+    print(f"pre-check {label}: {result.checked} APIs judged; failing (error): {named('error')}; "
+          f"Warning: {named('Warning')}")
+    for failure in result.summary["failures"][:2]:
+        worst = failure["worst"][0] if failure["worst"] else {}
+        print(f"    {failure['output']}: worst element {worst.get('index')}: device {worst.get('device')}, "
+              f"bench {worst.get('bench')}")
+    print(f"    results: {result.summary['result_csv']}")
+
+
+def _wrong_gelu(*args, **kwargs):
+    return nn.functional.gelu(*args, **kwargs) * 1.02
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="demo_output", help="where the dumps go (default: demo_output)")
@@ -92,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label} vs fp32, step 0 — first divergence: {verdict}")
         for kind, path in sorted(result.reports.items()):
             print(f"    {kind:5s} report: {path}")
+    print()
+    bf16_dump = out / "bf16" / "step0" / "rank" / "dump.json"
+    precheck(bf16_dump, out / "run_ut", "of the bf16 dump")
+    precheck(bf16_dump, out / "run_ut_wrong_gelu", "with a wrong gelu kernel",
+             api_override={"Functional.gelu": _wrong_gelu})
     return 0
 
 

@@ -324,10 +324,13 @@ def test_enable_dataloader_is_pytorch_only(load):
     assert problems(excinfo) == {"enable_dataloader": True}
 
 
-def test_run_ut_is_pytorch_only(load):
+def test_run_ut_configures_both_frameworks_and_online_only_on_pytorch(load):
+    config = load(base("run_ut", {"white_list": ["add"]}), framework="mindspore")
+    assert config.section.white_list == ("add",)
     with pytest.raises(ConfigError) as excinfo:
-        load(base("run_ut"), framework="mindspore")
-    assert problems(excinfo) == {"task": "run_ut"}
+        load(base("run_ut", {"is_online": True, "nfs_path": "/nfs"}), framework="mindspore")
+    assert problems(excinfo) == {"run_ut.is_online": True}
+    assert load(base("run_ut", {"is_online": True, "nfs_path": "/nfs"}), framework="pytorch").section.is_online
 
 
 def test_effective_section_must_be_an_object(load):

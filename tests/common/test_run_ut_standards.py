@@ -70,7 +70,11 @@ def test_data_file_rejects_unknown_standard_and_double_listing():
     ("Functional.conv2d.0.forward", "torch.float16", THOUSANDTH),
     ("Tensor.add_.3.forward", "torch.float16", ABSOLUTE),
     ("Tensor.__iadd__.0.forward", "torch.bfloat16", ABSOLUTE),
-    ("Torch.matmul.1.backward", "torch.float32", ULP),
+    ("Torch.matmul.1.forward", "torch.float32", ULP),
+    ("Torch.matmul.1.backward.output.0", "torch.float32", BENCHMARK),  # every input gradient: benchmark
+    ("Tensor.expand.0.backward.output.0", "torch.float32", BENCHMARK),
+    ("Tensor.__mul__.0.backward.output.1", "torch.bfloat16", BENCHMARK),
+    ("Tensor.expand.0.backward.output.0", "torch.int64", BINARY),
     ("Mint.max", "Float16", BINARY),
     ("reshape", "BFloat16", BINARY),
     ("Functional.gelu.0.forward", "torch.float16", BENCHMARK),
@@ -173,6 +177,23 @@ def test_absolute_threshold_fp32_is_tighter():
     assert judge_output("div", "torch.float32", f64(1.0 + 2e-6, 2.0), bench).status == ERROR
 
 
+def test_absolute_threshold_noise_of_the_output_scale():
+    # fp32 p + alpha*g rounds twice; where the result cancels (1e-4 out of operands of 0.5) the first
+    # rounding's error (~u·0.5) is large relative to the result but under 16u·max|b| = 2^-20·0.5
+    bench = f64(0.5, 1e-4)
+    assert judge_output("add", "torch.float32", f64(0.5, 1e-4 + 3e-8), bench).status == PASS
+    bad = judge_output("add", "torch.float32", f64(0.5, 1e-4 + 1e-6), bench)  # 1e-6 > 4.77e-7
+    assert bad.status == ERROR and bad.metrics["rel_err_ratio"] == 0.5
+
+
+def test_thousandth_bfloat16_uses_its_own_rounding():
+    bench = np.ones(1000)
+    device = bench * 1.003  # 0.3 %: under bfloat16's u = 0.39 %, over float16's 0.1 %
+    assert judge_output("conv2d", "torch.bfloat16", device, bench).status == PASS
+    assert judge_output("conv2d", "torch.float16", device, bench).status == ERROR
+    assert judge_output("conv2d", "torch.bfloat16", bench * 1.005, bench).status == ERROR
+
+
 def test_thousandth_conv():
     bench = np.ones(1000)
     one = bench.copy()
@@ -213,15 +234,43 @@ def test_integer_array_is_binary_whatever_the_dtype_name():
 
 
 def test_benchmark_metrics_by_hand():
-    bench = f64(1e-4, 1.0, 2.0, -4.0)
-    device = f64(1e-4 + 2e-5, 1.001, 2.0, -4.004)
+    # S = max|b| = 0.004: the small-value bound stays float16's 1e-3 (> S/32 = 1.25e-4) and the
+    # tolerance its 1e-5 (> 4u·S = 2^-9·0.004 = 7.8e-6)
+    bench = f64(1e-4, 0.002, 0.001, -0.004)
+    device = f64(1e-4 + 2e-5, 0.002002, 0.001, -0.004004)
     found = judge_output("gelu", "torch.float16", device, bench).metrics
+    assert (found["small_value"], found["small_value_atol"]) == (1e-3, 1e-5)
     assert found["small_value_err_ratio"] == 1.0           # one small value, off by 2e-5 > 1e-5
-    assert found["rmse"] == pytest.approx(np.sqrt((4e-10 + 1e-6 + 0 + 16e-6) / 4))
-    assert found["max_rel_err"] == pytest.approx(0.001)     # 1.001 vs 1 and -4.004 vs -4
+    assert found["rmse"] == pytest.approx(np.sqrt((4e-10 + 4e-12 + 0 + 16e-12) / 4))
+    assert found["max_rel_err"] == pytest.approx(0.001)     # 0.002002 vs 0.002 and -0.004004 vs -0.004
     assert found["mean_rel_err"] == pytest.approx(0.002 / 3)
     assert found["eb"] == pytest.approx(0.0)                # +0.001 and -0.001 (signed by bench) cancel
-    assert found["rmse_rel"] == pytest.approx(found["rmse"] / np.sqrt((1e-8 + 1 + 4 + 16) / 4))
+    assert found["rmse_rel"] == pytest.approx(found["rmse"] / np.sqrt((1e-8 + 4e-6 + 1e-6 + 16e-6) / 4))
+
+
+def test_benchmark_small_value_region_scales_with_the_output():
+    # S = 4: the region is |b| < 4/32 = 0.125 and its tolerance 4u·S = 4·2^-11·4 = 2^-7 (float16)
+    bench = f64(1e-4, 0.1, 1.0, -4.0)
+    found = judge_output("gelu", "torch.float16", bench + f64(2e-3, 0.0, 0.0, 0.0), bench).metrics
+    assert found["small_value"] == 0.125 and found["small_value_atol"] == 2.0**-7
+    assert found["small_value_err_ratio"] == 0.0            # 2e-3 < 2^-7 = 7.8e-3: cancellation-sized
+    assert found["max_rel_err"] == 0.0                      # 1e-4 and 0.1 are not in the relative region
+    found = judge_output("gelu", "torch.float16", bench + f64(0.0, 0.01, 0.0, 0.0), bench).metrics
+    assert found["small_value_err_ratio"] == pytest.approx(0.5)  # 0.01 > 2^-7: 1 of the 2 small values
+
+
+def test_softmax_backward_cancellation_is_not_an_error():
+    # softmax backward: g_x = y * (g - sum(g * y)); in float32 the subtraction cancels, leaving elements
+    # much smaller than the output's largest whose own relative error is large. Element 1 here is
+    # 1e-6·S with an absolute error of 2u·S: relative error 0.12, but an error of a correct kernel.
+    u = 2.0**-24
+    bench = f64(1.0, 1e-6, -0.5, 0.25)
+    device = bench + f64(0.0, 2 * u, u / 2, 0.0)
+    verdict = judge_output("Torch.softmax.0.backward.output.0", "torch.float32", device, bench)
+    assert verdict.standard == BENCHMARK and verdict.status == PASS
+    # the same error on a large element is still found
+    device = bench * (1 + 1e-4)
+    assert judge_output("Torch.softmax.0.backward.output.0", "torch.float32", device, bench).status == ERROR
 
 
 @pytest.mark.parametrize("scale, status", [(1.0004, PASS), (1.0015, WARNING), (1.003, ERROR)])
@@ -234,8 +283,8 @@ def test_benchmark_absolute_grades(scale, status):
 
 
 def test_benchmark_small_value_error():
-    bench = f64(1e-4, 1.0)
-    verdict = judge_output("gelu", "torch.float16", f64(1e-4 + 2e-5, 1.0), bench)
+    bench = f64(1e-4, 0.002)  # S/32 < 1e-3 and 4u·S < 1e-5: the dtype's own small-value numbers apply
+    verdict = judge_output("gelu", "torch.float16", f64(1e-4 + 2e-5, 0.002), bench)
     assert verdict.status == ERROR and "small_value_err_ratio error" in verdict.message
 
 
@@ -345,3 +394,29 @@ def v(status):
 def test_api_status_is_the_worst_output(statuses, expected):
     assert api_status([v(s) for s in statuses]) == expected
     assert api_status(statuses) == expected
+
+
+# --- every standard's numbers of one output (the details CSV columns) --------------------------------
+
+
+def test_all_metrics_by_hand():
+    from msprobe.core.run_ut.standards import all_metrics
+
+    bench = f64(1.0, 2.0, 1e-4, np.nan)
+    device = f64(1.0 + F16_ULP_AT_1, 2.0, 1e-4 + 2e-3, 1.0)
+    found = all_metrics("gelu", "torch.float16", device, bench)
+    assert found["error_ratio"] == 0.75                     # every element but 2.0 differs
+    assert found["inf_nan_err_ratio"] == 0.25               # nan against 1.0
+    # the three finite pairs, float16 absolute threshold: rtol 1e-3 (2^-10 is under), atol 1e-3 (2e-3 is over)
+    assert (found["rel_err_ratio"], found["abs_err_ratio"]) == (0.0, pytest.approx(1 / 3))
+    # ULP of 1e-4 = 1.6384·2^-14 in float16: 2^(-14-10); 2e-3 / 2^-24 ULP
+    assert found["mean_ulp_err"] == pytest.approx((1 + 0 + 2e-3 * 2.0**24) / 3)
+    assert found["max_ulp_err"] == pytest.approx(2e-3 * 2.0**24) and found["ulp_err_over_ratio"] == pytest.approx(1 / 3)
+    # relative errors 2^-10, 0, 20
+    assert (found["hundredth"], found["thousandth"], found["ten_thousandth"]) == pytest.approx((2 / 3, 2 / 3, 1 / 3))
+    # benchmark method, S = 2: 1e-4 is the only small value, its tolerance 2^-9·2 > 2e-3
+    assert found["small_value_err_ratio"] == 0.0
+    assert found["rmse"] == pytest.approx(np.sqrt((F16_ULP_AT_1**2 + 0 + 4e-6) / 3))
+    assert found["max_rel_err"] == pytest.approx(F16_ULP_AT_1)
+    assert found["mean_rel_err"] == pytest.approx(F16_ULP_AT_1 / 2) and found["eb"] == pytest.approx(F16_ULP_AT_1 / 2)
+    assert all_metrics("argmax", "torch.int64", np.array([1, 2]), np.array([1, 3])) == {"error_ratio": 0.5}

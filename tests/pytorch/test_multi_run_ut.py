@@ -9,7 +9,7 @@ import pytest
 from test_run_ut import _config, _dump, _forward_names, _one, _rows
 
 from msprobe.core import cli
-from msprobe.pytorch.run_ut.multi import split_parts
+from msprobe.core.run_ut.parallel import split_parts
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +33,11 @@ def test_split_parts() -> None:
     assert split_parts([], 4) == [[]]
 
 
-_NUMBERS = ("Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio",
-            "Error Balance", "Metrics", "Message", "Worst Elements")  # Message quotes metrics
+_TEXT = ("API Name", "Bench Dtype", "DEVICE Dtype", "Shape", "Status", "Standard", "Stage1 Status")
 
 
 def _without_numbers(row: dict) -> dict:
-    return {key: value for key, value in row.items() if key not in _NUMBERS}
+    return {key: row[key] for key in _TEXT}  # the numbers, and the messages quoting them, may differ
 
 
 def test_two_parts_give_run_ut_rows(dump: Path, tmp_path: Path) -> None:
@@ -85,8 +84,23 @@ def test_resume_appends_to_the_result_csv(dump: Path, tmp_path: Path) -> None:
     full = _rows(result)
     lines = result.read_text(encoding="utf-8").splitlines(keepends=True)
     result.write_text("".join(lines[:4]), encoding="utf-8")  # header + 3 APIs: "interrupted"
+    details = _one(tmp_path, "accuracy_checking_details_*.csv")
+    full_details = [r["API Name"] for r in _rows(details)]
     assert _main("multi_run_ut", "-api_info", str(dump), "-csv_path", str(result), "-n", "2") == 0
     assert _rows(result) == full
+    assert [r["API Name"] for r in _rows(details)] == full_details  # trimmed, then appended: no duplicate
     assert len(list(tmp_path.glob("accuracy_checking_result_*.csv"))) == 1
     summary = json.loads(_one(tmp_path, "accuracy_checking_summary_*.json").read_text())
     assert summary["apis"] == len(full) - 3 and summary["parts"] == 2
+
+
+def test_missing_tensor_file_exits_2_naming_the_part(dump: Path, tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    import shutil
+
+    copy = tmp_path / "dump"
+    shutil.copytree(dump.parent, copy)
+    (copy / "dump_tensor_data" / "Tensor.sum.0.forward.input.0.pt").unlink()  # the last API: part 1 of 2
+    assert _main("multi_run_ut", "-api_info", str(copy / "dump.json"), "-o", str(tmp_path / "o"), "-n", "2") == 2
+    assert "part 1:" in caplog.text and "Tensor.sum.0.forward.input.0.pt" in caplog.text
+    assert not list((tmp_path / "o").glob(".multi_run_ut_*"))  # the parts' folder is removed

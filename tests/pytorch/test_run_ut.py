@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 from pathlib import Path
 
@@ -91,10 +92,10 @@ def test_fp32_tensor_dump_replays_every_forward_api(dumps: dict[str, Path], tmp_
     assert rows["Functional.linear.0"]["Forward Test Success"] == "pass"
     assert rows["Functional.linear.0"]["Backward Test Success"] == "pass"
     details = _rows(_one(tmp_path, "accuracy_checking_details_*.csv"))
-    names = {d["API name"] for d in details}
+    names = {d["API Name"] for d in details}
     assert "Functional.linear.0.forward.output.0" in names
     assert "Functional.linear.0.backward.output.1" in names  # the weight's gradient
-    linear = next(d for d in details if d["API name"] == "Functional.linear.0.forward.output.0")
+    linear = next(d for d in details if d["API Name"] == "Functional.linear.0.forward.output.0")
     assert (linear["Bench Dtype"], linear["DEVICE Dtype"], linear["Standard"]) == ("torch.float64", "torch.float32",
                                                                                    "ulp")
     summary = json.loads(_one(tmp_path, "accuracy_checking_summary_*.json").read_text())
@@ -105,7 +106,7 @@ def test_bf16_autocast_dump(dumps: dict[str, Path], tmp_path: Path) -> None:
     assert _cli("-api_info", str(dumps["bf16"]), "-o", str(tmp_path)) == 0
     rows = {r["API name"]: r for r in _rows(_one(tmp_path, "accuracy_checking_result_*.csv"))}
     assert rows["Functional.linear.0"]["Forward Test Success"] == "pass"
-    details = {d["API name"]: d for d in _rows(_one(tmp_path, "accuracy_checking_details_*.csv"))}
+    details = {d["API Name"]: d for d in _rows(_one(tmp_path, "accuracy_checking_details_*.csv"))}
     out = details["Functional.linear.0.forward.output.0"]
     assert (out["DEVICE Dtype"], out["Bench Dtype"]) == ("torch.bfloat16", "torch.float32")
 
@@ -115,7 +116,7 @@ def test_statistics_dump_generates_seeded_inputs(dumps: dict[str, Path], tmp_pat
     assert _cli("-api_info", str(dumps["stats"]), "-o", str(tmp_path / "b")) == 0
     a = _rows(_one(tmp_path / "a", "accuracy_checking_details_*.csv"))
     b = _rows(_one(tmp_path / "b", "accuracy_checking_details_*.csv"))
-    assert [r["MaxAbsErr"] for r in a] == [r["MaxAbsErr"] for r in b]  # same seed, same inputs
+    assert [r["最大绝对误差"] for r in a] == [r["最大绝对误差"] for r in b]  # same seed, same inputs
     summary = json.loads(_one(tmp_path / "a", "accuracy_checking_summary_*.json").read_text())
     assert summary["seed"] == 1234 and summary["inputs"] == "generated from statistics"
     rows = {r["API name"]: r for r in _rows(_one(tmp_path / "a", "accuracy_checking_result_*.csv"))}
@@ -131,7 +132,7 @@ def test_wrong_device_api_is_reported_with_worst_elements(dumps: dict[str, Path]
     assert rows["Functional.gelu.0"].forward == "error"
     assert rows["Functional.linear.0"].forward == "pass"
     detail = next(d for d in _rows(_one(tmp_path, "accuracy_checking_details_*.csv"))
-                  if d["API name"] == "Functional.gelu.0.forward.output.0")
+                  if d["API Name"] == "Functional.gelu.0.forward.output.0")
     worst = json.loads(detail["Worst Elements"])
     assert 1 <= len(worst) <= 10 and {"index", "device", "bench", "abs_err"} <= set(worst[0])
     assert worst[0]["device"] == pytest.approx(worst[0]["bench"] * 1.01, rel=1e-5)
@@ -148,13 +149,16 @@ def test_wrong_device_api_is_reported_with_worst_elements(dumps: dict[str, Path]
 def test_resume_from_result_csv(dumps: dict[str, Path], tmp_path: Path) -> None:
     assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path)) == 0
     result = _one(tmp_path, "accuracy_checking_result_*.csv")
-    full = _rows(result)
+    details = _one(tmp_path, "accuracy_checking_details_*.csv")
+    full, full_details = _rows(result), _rows(details)
     lines = result.read_text(encoding="utf-8").splitlines(keepends=True)
     result.write_text("".join(lines[:4]), encoding="utf-8")  # header + 3 APIs: "interrupted"
     assert _cli("-api_info", str(dumps["fp32"]), "-csv_path", str(result)) == 0
     resumed = _rows(result)
     assert [r["API name"] for r in resumed] == [r["API name"] for r in full]
     assert len(list(tmp_path.glob("accuracy_checking_result_*.csv"))) == 1
+    # the details rows of the APIs checked again were trimmed, not duplicated
+    assert [r["API Name"] for r in _rows(details)] == [r["API Name"] for r in full_details]
 
 
 def test_filter_duplicates(dumps: dict[str, Path], tmp_path: Path) -> None:
@@ -199,3 +203,66 @@ def test_missing_tensor_file_exits_2(dumps: dict[str, Path], tmp_path: Path, cap
 
 def test_bad_device_exits_2(dumps: dict[str, Path], tmp_path: Path) -> None:
     assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path), "-d", "cuda:99") == 2
+
+
+def test_save_error_data_goes_to_the_config_error_data_path(dumps: dict[str, Path], tmp_path: Path) -> None:
+    from msprobe.pytorch.run_ut.replay import error_data_dir, load_run_ut_section
+
+    target = tmp_path / "errors"
+    config = _config(tmp_path, {"error_data_path": str(target), "white_list": ["gelu"]})
+    section = load_run_ut_section(config)
+    assert section.error_data_path == str(target) and section.white_list == ("gelu",)
+    assert load_run_ut_section(_config(tmp_path, {})).error_data_path is None  # default "./": under -o
+    assert error_data_dir(tmp_path / "o", None) == tmp_path / "o" / "error_data"
+
+    def wrong_gelu(*args, **kwargs):
+        return F.gelu(*args, **kwargs) * 1.01
+
+    run_ut(dumps["fp32"], tmp_path / "o", save_error_data=True, error_data_path=section.error_data_path,
+           white_list=section.white_list, api_override={"Functional.gelu": wrong_gelu})
+    saved = target / "Functional.gelu.0"
+    assert (saved / "input.0.pt").is_file() and (saved / "bench_output.0.pt").is_file()
+    assert not (tmp_path / "o" / "error_data").exists()
+
+
+def test_list_names_are_checked_with_hints(dumps: dict[str, Path], tmp_path: Path,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    config = _config(tmp_path, {"white_list": ["lineer", "Functional.softmax"], "black_list": ["gelu_x"]})
+    assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path / "o"), "-config", str(config)) == 2
+    assert "run_ut.white_list" in caplog.text and "'lineer'; did you mean 'linear'" in caplog.text
+    assert not list((tmp_path / "o").glob("*.csv"))  # checked before any work
+    config = _config(tmp_path, {"black_list": ["gelu_x"]})
+    assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path / "o"), "-config", str(config)) == 2
+    assert "run_ut.black_list" in caplog.text and "'gelu_x'" in caplog.text
+
+
+def test_device_ids_as_111_spells_them(dumps: dict[str, Path], tmp_path: Path,
+                                       caplog: pytest.LogCaptureFixture) -> None:
+    from msprobe.pytorch.run_ut.command import device_name
+
+    assert device_name("cpu") == "cpu" and device_name("npu:1") == "npu:1"
+    assert device_name("3") == ("npu:3" if importlib.util.find_spec("torch_npu") else "cuda:3")
+    if not torch.cuda.is_available():
+        assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path), "-d", "0") == 2
+        assert "cuda:0: no such CUDA device" in caplog.text
+    with pytest.raises(SystemExit) as exc:
+        _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path), "-d", "cpu", "cpu")
+    assert exc.value.code == 2
+
+
+def test_details_csv_has_the_columns_of_msprobe_111(dumps: dict[str, Path], tmp_path: Path) -> None:
+    data = Path(__file__).resolve().parents[1] / "data" / "run_ut_111" / "npu"
+    with open(next(data.glob("accuracy_checking_details_*.csv")), encoding="utf-8-sig", newline="") as handle:
+        theirs = next(csv.reader(handle))
+    assert _cli("-api_info", str(dumps["bf16"]), "-o", str(tmp_path)) == 0
+    details = _one(tmp_path, "accuracy_checking_details_*.csv")
+    with open(details, encoding="utf-8-sig", newline="") as handle:
+        ours = next(csv.reader(handle))
+    assert ours[: len(theirs)] == theirs  # 1.1.1's 23 columns first, in its order; ours after
+    from msprobe.core.run_ut.precision_compare import REQUIRED_COLUMNS
+
+    numbers = REQUIRED_COLUMNS[2:]  # what 1.1.1's stage 2 reads, past the name and the dtype
+    floats = [row for row in _rows(details) if row["DEVICE Dtype"] in ("torch.bfloat16", "torch.float32")]
+    assert floats and len(numbers) == 12
+    for row in floats:  # every float row holds the numbers of every standard (1.1.1 picks its own)
+        assert all(float(row[column]) >= 0 for column in numbers), row

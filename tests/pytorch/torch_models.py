@@ -90,17 +90,18 @@ def train(model_cls, debugger=None, steps: int = 3, seed: int = 0):
 
 
 def dump_one_step(model, loss_of, out, *, task: str, level: str, autocast=None, fault: str | None = None,
-                  optimizer=None):
+                  optimizer=None, config_path=None):
     """One step of ``model`` dumped by PrecisionDebugger into ``out`` (step 0 only): ``loss_of(model)``
     under ``autocast`` (a dtype, or None for none), backward, and ``optimizer``'s step when given.
     ``fault``: the submodule whose weight is scaled by 1.05 first — the injected error the first-divergence
-    tests look for. Returns the step's rank directory."""
+    tests look for. ``config_path``: a config.json for the rest of the settings (its ``list``...).
+    Returns the step's rank directory."""
     from msprobe.pytorch import PrecisionDebugger
 
     if fault is not None:
         with torch.no_grad():
             model.get_submodule(fault).weight.mul_(1.05)
-    debugger = PrecisionDebugger(dump_path=str(out), task=task, level=level, step=[0])
+    debugger = PrecisionDebugger(config_path=config_path, dump_path=str(out), task=task, level=level, step=[0])
     debugger.start(model)
     with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
         loss = loss_of(model)

@@ -43,9 +43,27 @@ def _grad_compare_run(args: argparse.Namespace) -> int:
     return compare_command(args.input1, args.input2, args.output)
 
 
+def _precision_compare_configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-npu", "--npu_csv_path", dest="npu_csv", required=True,
+                        help="accuracy_checking_details_*.csv of run_ut on the device under test")
+    parser.add_argument("-gpu", "--gpu_csv_path", dest="gpu_csv", required=True,
+                        help="accuracy_checking_details_*.csv of run_ut on the trusted device")
+    parser.add_argument("-o", "--out_path", dest="out_path", default=".", help="directory for the two reports")
+
+
+def _precision_compare_run(args: argparse.Namespace) -> int:
+    from msprobe.core.run_ut.precision_compare import main
+
+    return main(args.npu_csv, args.gpu_csv, args.out_path)
+
+
 CORE_COMMANDS: dict[str, Command] = {
     "grad_compare": Command(
         "compare the gradient directions of two grad_probe runs", _grad_compare_configure, _grad_compare_run
+    ),
+    "api_precision_compare": Command(
+        "run_ut stage 2: judge the device's details CSV against a trusted device's",
+        _precision_compare_configure, _precision_compare_run,
     ),
 }
 

@@ -65,6 +65,10 @@ class FrameworkKit(Protocol):
     def restore(self) -> None:
         """Undo :meth:`prepare_for_comparison`; called once when the run finishes."""
 
+    def wire_tensor(self, name: str, snapshot: Any) -> Any:
+        """Online run_ut: a tensor snapshot (``TensorAdapter.snapshot``) as raw host bytes, a
+        ``msprobe.core.online.wire.WireTensor`` (frameworks with ``Capabilities.online_run_ut``)."""
+
 
 class IdleRunner:
     """A runner with nothing to do in the step loop (grad probe's hooks are on the optimizer; a kernel

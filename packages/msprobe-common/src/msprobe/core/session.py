@@ -213,7 +213,9 @@ class Session:
         if self.sink.failed:
             logger.info("msprobe removed its hooks after the write error above; nothing more is dumped")
         else:
-            logger.info(f"msprobe has finished: the last selected step was written under {self.config.dump_path}")
+            # a collector that writes no files says where its data went (online run_ut: to the receiver)
+            where = getattr(self.collector, "destination", None) or f"written under {self.config.dump_path}"
+            logger.info(f"msprobe has finished: the last selected step was {where}")
 
     def _write_failed(self, error: BaseException) -> None:
         """Log the error once and drop the half-written step (called from inside a hook: no hook

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 from msprobe.core.cli import Command
 from msprobe.core.compare.command import compare_command
+from msprobe.core.graph.command import graph_command
 from msprobe.core.plugin import Framework
+from msprobe.mindspore.run_ut.command import multi_run_ut_command, run_ut_command
 
 
 def _numpy_loader():
-    from msprobe.mindspore.compare import load_npy
+    from msprobe.mindspore.compare import load_tensor  # .npy, and a PyTorch bench's .pt
 
-    return load_npy
+    return load_tensor
 
 
 COMMANDS: dict[str, Command] = {"compare": compare_command(_numpy_loader)}
+COMMANDS.update(run_ut=run_ut_command(), multi_run_ut=multi_run_ut_command())
+COMMANDS["graph"] = graph_command(_numpy_loader)
 # what this package publishes under the msprobe.frameworks entry point (pyproject.toml)
 FRAMEWORK = Framework(commands=COMMANDS, kit="msprobe.mindspore.kit:MindSporeKit")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from msprobe.core.cli import Command
 from msprobe.core.compare.command import compare_command
+from msprobe.core.graph.command import graph_command
 from msprobe.core.plugin import Framework
 from msprobe.pytorch.run_ut.command import run_ut_command
 from msprobe.pytorch.run_ut.multi import multi_run_ut_command
@@ -19,7 +20,14 @@ def _torch_loader():
     return load_pt
 
 
-COMMANDS: dict[str, Command] = {"compare": compare_command(_torch_loader), "run_ut": run_ut_command(),
+def _torch_replay():
+    from msprobe.pytorch.attribution import TorchReplay
+
+    return TorchReplay()
+
+
+COMMANDS: dict[str, Command] = {"compare": compare_command(_torch_loader, _torch_replay), "run_ut": run_ut_command(),
                                 "multi_run_ut": multi_run_ut_command()}
+COMMANDS["graph"] = graph_command(_torch_loader)
 # what this package publishes under the msprobe.frameworks entry point (pyproject.toml)
 FRAMEWORK = Framework(commands=COMMANDS, kit="msprobe.pytorch.kit:TorchKit")

@@ -43,3 +43,9 @@ class TorchKit(PartsKit):
 
     def restore(self) -> None:
         self._changed.remove()
+
+    def wire_tensor(self, name: str, snapshot: Any) -> Any:
+        """Online run_ut's tensor bytes (``online/tensors.py``), called on the sender's thread."""
+        from msprobe.pytorch.online.tensors import wire_tensor
+
+        return wire_tensor(name, snapshot)

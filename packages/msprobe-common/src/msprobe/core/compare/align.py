@@ -5,15 +5,24 @@ row out of its match. Here the two entry sequences are aligned like a text diff 
 fast when the runs mostly agree) on names and argument structure (after the ``-dm`` mapping), then
 inside each gap on looser keys (see :func:`align_entries`). Whatever stays unpaired is kept, so
 every entry of both sides appears in the report.
+
+A MindSpore dump against a PyTorch one goes through the same alignment with other keys
+(:class:`CrossFramework`): names cannot agree across frameworks (``Cell.fc.Dense`` against
+``Module.fc.Linear``, ``Mint.add`` against ``Torch.add``), so each entry is read in PyTorch's terms —
+op kind after :mod:`msprobe.core.framework_map`, the module it ran in (construct.json), the shapes of its
+tensors in PyTorch's argument order — and never paired on a name alone.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 
+from msprobe.core.compare.mapfiles import TOP_LAYER, UserMaps
+from msprobe.core.compare.reader import CompareError, DumpFile, read_construct
 from msprobe.core.compare.rows import Row, structure
+from msprobe.core.framework_map import FrameworkMap, builtin
 from msprobe.core.naming import parse_name
 
 _MAX_EDIT_DISTANCE = 4000  # beyond this the quadratic trace of Myers costs more than difflib
@@ -87,20 +96,187 @@ def _backtrack(trace: list[dict[int, int]], x: int, y: int) -> list[tuple[int, i
     return pairs
 
 
+@dataclass
+class CrossFramework:
+    """How a MindSpore dump reads in PyTorch's terms, for aligning it with a PyTorch dump.
+
+    ``ms_side`` is ``"npu"`` or ``"bench"``: whichever holds the MindSpore dump. ``parents`` holds
+    each side's construct.json (entry → the module entry it ran in). ``cells`` (``-cm``) maps
+    ``path.Class`` of a cell to ``path.Class`` of a module; ``layers`` (``-lm``) maps attribute names
+    per layer class (``TopLayer``: the model) or per containing attribute.
+    """
+
+    fmap: FrameworkMap
+    ms_side: str
+    parents: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    cells: dict[str, str] = field(default_factory=dict)
+    layers: dict[str, dict[str, str]] = field(default_factory=dict)
+    classes: dict[str, str] = field(default_factory=dict)  # MindSpore cell path → class, from its entries
+
+    def learn_classes(self, ms_names: Sequence[str]) -> None:
+        """Cell classes by path, which ``-lm`` rules are keyed by."""
+        for name in ms_names:
+            entry = _parsed(name)
+            if entry is not None and entry.is_module:
+                self.classes.setdefault(entry.api, entry.cls or "")
+
+    def module(self, side: str, path: str, cls: str) -> tuple[str, str]:
+        """A module's path and class in PyTorch's terms (``-cm``, then ``-lm`` and the class table)."""
+        if side != self.ms_side:
+            return path, cls
+        mapped = self.cells.get(f"{path}.{cls}")
+        if mapped is not None:
+            pt_path, _, pt_cls = mapped.rpartition(".")
+            return pt_path, pt_cls
+        return self.layer_path(path), self.fmap.torch_class(cls)
+
+    def layer_path(self, path: str) -> str:
+        """``-lm``: rename each attribute by the rules of the layer (or attribute) that holds it; a dotted
+        rule (``a.b: c``) replaces several attributes at once, the longest matching rule first."""
+        if not self.layers:
+            return path
+        parts, out, index = path.split("."), [], 0
+        holder_cls, holder_attr = TOP_LAYER, None
+        while index < len(parts):
+            rules = {**self.layers.get(holder_attr or "", {}), **self.layers.get(holder_cls, {})}
+            for width in range(len(parts) - index, 0, -1):
+                target = rules.get(".".join(parts[index:index + width]))
+                if target is not None:
+                    out.append(target)
+                    break
+            else:
+                width = 1
+                out.append(parts[index])
+            index += width
+            holder_cls, holder_attr = self.classes.get(".".join(parts[:index]), ""), parts[index - 1]
+        return ".".join(out)
+
+    def kind(self, side: str, name: str) -> tuple:
+        """What an entry is in PyTorch's terms: ``("api", op kind, direction)`` or ``("module", path, class,
+        direction)``; an API without a PyTorch counterpart gets a key that equals no other entry's."""
+        entry = _parsed(name)
+        if entry is None:
+            return ("unpaired", side, name)
+        if entry.is_module:
+            return ("module", *self.module(side, entry.api, entry.cls or ""), entry.direction)
+        api = f"{entry.prefix}.{entry.api}"
+        op = self.fmap.ms_op_kind(api) if side == self.ms_side else self.fmap.op_kind(api)
+        return ("api", op, entry.direction) if op else ("unpaired", side, name)
+
+    def scope(self, side: str, name: str) -> str:
+        """The PyTorch path of the module an entry ran in ("" at top level or without construct.json)."""
+        parent = _parsed(self.parents.get(side, {}).get(name) or "")
+        return self.module(side, parent.api, parent.cls or "")[0] if parent and parent.is_module else ""
+
+    def suffix(self, side: str, entry_name: str, suffix: str) -> str | None:
+        """A row's argument path in PyTorch's terms (argument-position and keyword maps); None: no partner."""
+        entry = _parsed(entry_name)
+        if entry is None or entry.is_module:
+            return suffix
+        api = f"{entry.prefix}.{entry.api}"
+        if side != self.ms_side:
+            return self.fmap.positional(api, suffix)
+        pt_api, mapped = self.fmap.torch_api(api), self.fmap.torch_suffix(api, suffix, entry.direction)
+        return mapped if mapped is None or pt_api is None else self.fmap.positional(pt_api, mapped)
+
+    def shapes(self, side: str, name: str, rows: list[Row]) -> tuple:
+        """Tensor shapes by PyTorch argument path, in argument order (dtypes left out, as in :func:`structure`)."""
+        found = []
+        for row in rows:
+            target = self.suffix(side, name, row.suffix) if row.is_tensor else None
+            if target is not None:
+                found.append((_natural(target), tuple(row.value.get("shape") or ())))
+        return tuple(sorted(found))
+
+    def keys(self, npu: dict[str, list[Row]], bench: dict[str, list[Row]]) -> list[Callable[[str, str], Hashable]]:
+        """The passes: module scope, kind and shapes; kind and shapes (the scope differs: an API called
+        outside the module in one port); scope and kind (shapes differ, reported as such)."""
+        rows = {"npu": npu, "bench": bench}
+        kinds = {(side, n): self.kind(side, n) for side in rows for n in rows[side]}
+        scopes = {(side, n): self.scope(side, n) for side in rows for n in rows[side]}
+        shapes = {(side, n): self.shapes(side, n, rows[side][n]) for side in rows for n in rows[side]}
+        return [
+            lambda side, n: (scopes[side, n], kinds[side, n], shapes[side, n]),
+            lambda side, n: (kinds[side, n], shapes[side, n]),
+            lambda side, n: (scopes[side, n], kinds[side, n]),
+        ]
+
+    def pair_modules_out_of_order(self, pairs: list[tuple[str | None, str | None]]
+                                  ) -> list[tuple[str | None, str | None]]:
+        """Pair one-sided module entries that an order-keeping alignment cannot: the two frameworks run
+        module backward hooks in different orders (MindSpore reports a container's backward after its
+        children's, PyTorch before). A module is identified by its path and class (in PyTorch's terms),
+        direction and call order, which does not depend on where in the dump it was written."""
+        waiting: dict[tuple, list[int]] = {}
+        for index, (npu_name, bench_name) in enumerate(pairs):
+            if bench_name is None and npu_name is not None:
+                kind = self.kind("npu", npu_name)
+                if kind[0] == "module":
+                    waiting.setdefault(kind, []).append(index)
+        out: list[tuple[str | None, str | None] | None] = list(pairs)
+        for index, (npu_name, bench_name) in enumerate(pairs):
+            if npu_name is None and bench_name is not None:
+                slots = waiting.get(self.kind("bench", bench_name))
+                if slots:
+                    slot = slots.pop(0)
+                    out[slot] = (pairs[slot][0], bench_name)
+                    out[index] = None
+        return [pair for pair in out if pair is not None]
+
+
+def cross_framework(npu: DumpFile, bench: DumpFile, maps: UserMaps | None = None) -> CrossFramework | None:
+    """The cross-framework reading of a MindSpore/PyTorch pair (either way round), None for one framework.
+
+    ``-am``/``-cm``/``-lm`` (``maps``) only make sense for such a pair, so they are an error otherwise
+    rather than silently doing nothing."""
+    maps = maps or UserMaps()
+    frameworks = {"npu": npu.framework, "bench": bench.framework}
+    if {frameworks["npu"], frameworks["bench"]} != {"mindspore", "pytorch"}:
+        if maps.requested:
+            raise CompareError(f"-am/-cm/-lm (api_mapping, cell_mapping, layer_mapping) compare a MindSpore dump "
+                               f"with a PyTorch one, but npu_path {str(npu.path)!r} is "
+                               f"{frameworks['npu'] or 'of unknown framework'} and bench_path {str(bench.path)!r} is "
+                               f"{frameworks['bench'] or 'of unknown framework'}")
+        return None
+    fmap = builtin().extended(maps.apis, None, maps.arguments, maps.outputs)
+    return CrossFramework(fmap, "npu" if frameworks["npu"] == "mindspore" else "bench",
+                          {"npu": read_construct(npu), "bench": read_construct(bench)}, dict(maps.cells),
+                          {k: dict(v) for k, v in maps.layers.items()})
+
+
+def _parsed(name: str):
+    try:
+        return parse_name(name)
+    except ValueError:
+        return None
+
+
+def _natural(suffix: str) -> tuple:
+    """``input.10`` after ``input.9``; keyword arguments after positional ones."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in suffix.split("."))
+
+
 def align_entries(
     npu: dict[str, list[Row]],
     bench: dict[str, list[Row]],
     fuzzy: bool = False,
     mapping: dict[str, str] | None = None,
+    cross: CrossFramework | None = None,
 ) -> list[tuple[str | None, str | None]]:
     """Entry pairs in execution order; ``(name, None)`` / ``(None, name)`` for one-sided entries.
 
     Passes, each run only inside the gaps the previous one left: name and argument structure; API
     kind (count-free name) and structure, which re-pairs calls whose count shifted; name alone,
     which pairs same-named calls whose shapes differ so the report can say so. ``fuzzy`` drops the
-    passes that look at counts.
+    passes that look at counts. A cross-framework pair (``cross``) uses :meth:`CrossFramework.keys`
+    instead, which never look at counts; an NPU entry that ``mapping`` (``-dm``) names takes the keys
+    of the bench entry it is mapped to.
     """
     mapping = mapping or {}
+    if cross is not None:
+        cross.learn_classes(list(npu if cross.ms_side == "npu" else bench))
+        passes = [_following(key, mapping, bench) for key in cross.keys(npu, bench)]
+        return cross.pair_modules_out_of_order(_align(list(npu), list(bench), passes))
     shapes = {("npu", n): structure(rows) for n, rows in npu.items()}
     shapes.update({("bench", n): structure(rows) for n, rows in bench.items()})
 
@@ -115,6 +291,16 @@ def align_entries(
     if fuzzy:
         keys = [keys[1], lambda side, n: count_free(named(side, n))]
     return _align(list(npu), list(bench), keys)
+
+
+def _following(key: Callable[[str, str], Hashable], mapping: dict[str, str],
+               bench: dict[str, list[Row]]) -> Callable[[str, str], Hashable]:
+    def mapped_key(side: str, name: str) -> Hashable:
+        if side == "npu" and mapping.get(name) in bench:
+            return key("bench", mapping[name])
+        return key(side, name)
+
+    return mapped_key
 
 
 def _align(npu_names: list[str], bench_names: list[str], keys: list) -> list[tuple[str | None, str | None]]:
@@ -132,18 +318,25 @@ def _align(npu_names: list[str], bench_names: list[str], keys: list) -> list[tup
     return pairs
 
 
-def pair_rows(npu_rows: list[Row], bench_rows: list[Row], mapping: dict[str, str] | None = None) -> list[RowPair]:
+def pair_rows(npu_rows: list[Row], bench_rows: list[Row], mapping: dict[str, str] | None = None,
+              cross: CrossFramework | None = None) -> list[RowPair]:
     """Rows of two paired entries, matched by argument path (``input.0``), in NPU order.
 
-    ``mapping`` may map an NPU row name to a bench row name of the paired entry (``-dm``).
+    ``mapping`` may map an NPU row name to a bench row name of the paired entry (``-dm``). In a
+    cross-framework pair the MindSpore side's paths are first read in PyTorch's terms.
     """
     mapping = mapping or {}
-    by_suffix = {row.suffix: row for row in bench_rows}
+
+    def path(side: str, row: Row) -> str | None:
+        return cross.suffix(side, row.entry, row.suffix) if cross is not None else row.suffix
+
+    by_suffix = {key: row for row in bench_rows if (key := path("bench", row)) is not None}
     by_name = {row.name: row for row in bench_rows}
     used: set[str] = set()
     pairs: list[RowPair] = []
     for row in npu_rows:
-        partner = by_name.get(mapping[row.name]) if row.name in mapping else by_suffix.get(row.suffix)
+        key = path("npu", row)
+        partner = by_name.get(mapping[row.name]) if row.name in mapping else by_suffix.get(key) if key else None
         if partner is not None and partner.suffix not in used:
             used.add(partner.suffix)
             pairs.append(RowPair(row, partner))

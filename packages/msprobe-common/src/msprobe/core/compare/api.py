@@ -11,8 +11,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from msprobe.core.compare.attribution import Replay
 from msprobe.core.compare.distributed import DistributedResult, compare_steps
-from msprobe.core.compare.engine import CompareOptions, TensorLoader, check_workers, compare_dumps
+from msprobe.core.compare.engine import CompareOptions, TensorLoader, check_attribute, check_workers, compare_dumps
+from msprobe.core.compare.mapfiles import read_user_maps
 from msprobe.core.compare.reader import CompareError, read_mapping
 from msprobe.core.compare.result import CompareResult
 
@@ -56,6 +58,9 @@ def run_compare(loader: TensorLoader, paths: dict[str, Path | None], output: str
     if npu.is_dir():
         if options.mapping:
             raise CompareError("-dm / data_mapping applies to a single rank: give dump.json files, not directories")
+        if options.attribute:
+            raise CompareError("--attribute / attribute replays the APIs of one rank: give dump.json files, "
+                               "not directories")
         return compare_steps(npu, bench, output, loader, options)
     return compare_dumps(npu, bench, output, loader, paths["stack_path"], options)
 
@@ -63,9 +68,18 @@ def run_compare(loader: TensorLoader, paths: dict[str, Path | None], output: str
 def compare_api(loader: TensorLoader, input_param: dict[str, Any], output_path: str | os.PathLike,
                 stack_mode: bool = False, auto_analyze: bool = True, fuzzy_match: bool = False,
                 data_mapping: str | os.PathLike | dict[str, str] | None = None,
-                workers: int | None = None) -> CompareResult | DistributedResult:
+                workers: int | None = None, attribute: int = 0,
+                replay: Replay | None = None, api_mapping: str | os.PathLike | bool | None = None,
+                cell_mapping: str | os.PathLike | bool | None = None,
+                layer_mapping: str | os.PathLike | bool | None = None) -> CompareResult | DistributedResult:
+    """``attribute``: replay the first N diverging APIs with ``replay`` (:mod:`.attribution`); 0: none.
+    ``api_mapping``/``cell_mapping``/``layer_mapping``: 1.1.1's ``-am``/``-cm``/``-lm``, a yaml path or True
+    (a MindSpore/PyTorch pair is recognised without them: docs/cross_framework_compare.md)."""
     mapping = read_mapping(data_mapping) if isinstance(data_mapping, (str, os.PathLike)) else dict(data_mapping or {})
-    options = CompareOptions(stack_mode, fuzzy_match, mapping, check_workers(workers), auto_analyze)
+    options = CompareOptions(stack_mode, fuzzy_match, mapping, check_workers(workers), auto_analyze,
+                             attribute=attribute, replay=replay,
+                             maps=read_user_maps(api_mapping, cell_mapping, layer_mapping))
+    check_attribute(options)
     return run_compare(loader, input_paths(input_param), output_path, options)
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from msprobe.core.cli import Command
 from msprobe.core.compare.api import input_paths, run_compare
+from msprobe.core.compare.attribution import DEFAULT_LIMIT, Replay
 from msprobe.core.compare.engine import CompareOptions, TensorLoader, check_workers
 from msprobe.core.compare.escape import printable
+from msprobe.core.compare.mapfiles import read_user_maps
 from msprobe.core.compare.reader import INPUT_MAX_BYTES, CompareError, load_json_file, read_mapping
 from msprobe.core.log import logger
 
@@ -28,6 +30,11 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                         help="only write the tables: skip the first-divergence analysis")
     parser.add_argument("-f", "--fuzzy_match", action="store_true", help="match APIs ignoring their call counts")
     parser.add_argument("-dm", "--data_mapping", help="file of 'npu_name: bench_name' lines (1.1.1's mapping.yaml)")
+    for short, long, what in (("-am", "--api_mapping", "MindSpore API → PyTorch API, with argument positions"),
+                              ("-cm", "--cell_mapping", "'cell_path.Class: module_path.Class' lines"),
+                              ("-lm", "--layer_mapping", "per layer class, MindSpore → PyTorch attribute names")):
+        parser.add_argument(short, long, nargs="?", const=True, metavar="YAML",
+                            help=f"MindSpore against PyTorch: {what} (optional; the built-in maps apply without it)")
     parser.add_argument("-j", "--workers", type=_workers, metavar="N",
                         help="worker processes for tensor metrics, 1 to the number of CPUs (default: CPUs, at most 8)")
 
@@ -44,19 +51,39 @@ def _workers(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def compare_command(loader_factory: Callable[[], TensorLoader]) -> Command:
-    """The ``compare`` command; ``loader_factory`` imports the framework lazily and returns its loader."""
+def _attribute(text: str) -> int:
+    """``--attribute N``: a positive integer (argparse reports anything else as a usage error, exit code 2)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--attribute {text!r}: give a positive integer (how many diverging APIs "
+                                         f"to replay; default {DEFAULT_LIMIT})")
+    return int(text)
+
+
+def compare_command(loader_factory: Callable[[], TensorLoader],
+                    replay_factory: Callable[[], Replay] | None = None) -> Command:
+    """The ``compare`` command; ``loader_factory`` imports the framework lazily and returns its loader;
+    ``replay_factory`` likewise its replay, which adds ``--attribute`` (:mod:`.attribution`)."""
+
+    def configure(parser: argparse.ArgumentParser) -> None:
+        _configure(parser)
+        if replay_factory is not None:
+            parser.add_argument("--attribute", nargs="?", const=DEFAULT_LIMIT, default=0, type=_attribute,
+                                metavar="N", help=f"replay the first N (default {DEFAULT_LIMIT}) diverging APIs with "
+                                                  f"the bench's inputs: introduced here, or inherited?")
 
     def run(args: argparse.Namespace) -> int:
         try:
             config_path = Path(args.input_path)
             paths = input_paths(load_json_file(config_path, "compare input file", INPUT_MAX_BYTES), config_path.parent)
             mapping = read_mapping(args.data_mapping) if args.data_mapping else {}
-            options = CompareOptions(args.stack_mode, args.fuzzy_match, mapping, args.workers, not args.compare_only)
+            attribute = getattr(args, "attribute", 0)
+            options = CompareOptions(args.stack_mode, args.fuzzy_match, mapping, args.workers, not args.compare_only,
+                                     attribute=attribute, replay=replay_factory() if attribute else None,
+                                     maps=read_user_maps(args.api_mapping, args.cell_mapping, args.layer_mapping))
             result = run_compare(loader_factory(), paths, args.output_path, options)
         except CompareError as exc:
             logger.error("compare: %s", printable(exc))
             return 2
         return 1 if result.not_compared else 0
 
-    return Command("compare two dumps and report where they first diverge", _configure, run)
+    return Command("compare two dumps and report where they first diverge", configure, run)

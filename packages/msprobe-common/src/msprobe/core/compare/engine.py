@@ -19,8 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from msprobe.core.compare.align import align_entries, entry_mapping, pair_rows
+from msprobe.core.compare.align import align_entries, cross_framework, entry_mapping, pair_rows
+from msprobe.core.compare.attribution import Replay, attribute
 from msprobe.core.compare.divergence import first_divergence, group_by_entry, optimizer_divergences
+from msprobe.core.compare.mapfiles import UserMaps
 from msprobe.core.compare.metrics import TensorMetrics, compare_tensors
 from msprobe.core.compare.progress import Progress
 from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_stack, tensor_path
@@ -51,7 +53,8 @@ _IN_PROCESS_BELOW = 32  # tensor pairs; starting workers costs more than compari
 
 @dataclass
 class CompareOptions:
-    """What the command-line flags choose: ``-s``, ``-f``, ``-dm``, ``-c``, and how many workers."""
+    """What the command-line flags choose: ``-s``, ``-f``, ``-dm``, ``-c``, ``--attribute``, and how many
+    workers; plus the framework's replay that ``--attribute`` runs."""
 
     with_stack: bool = False
     fuzzy: bool = False
@@ -59,6 +62,9 @@ class CompareOptions:
     workers: int | None = None
     auto_analyze: bool = True
     progress: bool = True
+    attribute: int = 0  # --attribute N: replay the first N diverging APIs (compare.attribution); 0: off
+    replay: Replay | None = None  # the framework's replay for --attribute (None: it has none)
+    maps: UserMaps | None = None  # -am / -cm / -lm (compare.mapfiles); a cross-framework pair needs none
 
 
 def check_modes(npu: DumpFile, bench: DumpFile) -> str:
@@ -76,11 +82,13 @@ def build_results(npu: DumpFile, bench: DumpFile, options: CompareOptions) -> li
     npu_rows = {name: flatten_entry(name, entry) for name, entry in npu.entries.items()}
     bench_rows = {name: flatten_entry(name, entry) for name, entry in bench.entries.items()}
     mode = check_modes(npu, bench)
+    cross = cross_framework(npu, bench, options.maps)
     results: list[RowResult] = []
-    for npu_name, bench_name in align_entries(npu_rows, bench_rows, options.fuzzy, entry_mapping(options.mapping)):
+    for npu_name, bench_name in align_entries(npu_rows, bench_rows, options.fuzzy, entry_mapping(options.mapping),
+                                              cross):
         pairs = pair_rows(npu_rows.get(npu_name, []) if npu_name else [],
-                          bench_rows.get(bench_name, []) if bench_name else [], options.mapping)
-        renamed = npu_name is not None and bench_name is not None and npu_name != bench_name
+                          bench_rows.get(bench_name, []) if bench_name else [], options.mapping, cross)
+        renamed = cross is None and npu_name is not None and bench_name is not None and npu_name != bench_name
         for index, pair in enumerate(pairs):
             result = RowResult(pair.npu, pair.bench, mode, first_of_entry=index == 0)
             if renamed and npu_name not in options.mapping:
@@ -160,6 +168,20 @@ def check_workers(workers: object) -> int | None:
     return workers
 
 
+def check_attribute(options: CompareOptions) -> None:
+    """``--attribute`` / ``attribute=``: a positive integer, with the first-divergence analysis, on a
+    framework that can replay."""
+    n = options.attribute
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise CompareError(f"attribute (--attribute) is {n!r}; allowed: a positive integer (how many diverging "
+                           f"APIs to replay), or 0 for none")
+    if n and not options.auto_analyze:
+        raise CompareError("attribute (--attribute) refines the first-divergence analysis, which -c / "
+                           "auto_analyze=False turns off: give one or the other")
+    if n and options.replay is None:
+        raise CompareError("attribute (--attribute): this framework's compare cannot replay APIs")
+
+
 def compute_tensor_rows(results: list[RowResult], pending: list[int], npu: DumpFile, bench: DumpFile,
                         loader: TensorLoader, options: CompareOptions) -> None:
     jobs = []
@@ -177,6 +199,21 @@ def compute_tensor_rows(results: list[RowResult], pending: list[int], npu: DumpF
             judge_tensor(results[index], outcome)
 
 
+def judge_results(results: list[RowResult], npu: DumpFile, bench: DumpFile, loader: TensorLoader,
+                  options: CompareOptions) -> float:
+    """Metrics, verdicts, highlights and rounding excess of every row (also used by the graph compare);
+    returns the rounding unit of the run."""
+    pending = _judge_cheap(results)
+    if pending:
+        compute_tensor_rows(results, pending, npu, bench, loader, options)
+    unit = run_unit(results)
+    cross = npu.framework != bench.framework and None not in (npu.framework, bench.framework)
+    for _, rows in group_by_entry(results):
+        highlight_entry(rows)
+        judge_entry(rows, unit, cross)
+    return unit
+
+
 def compare_dumps(
     npu_json: str | os.PathLike,
     bench_json: str | os.PathLike,
@@ -189,24 +226,23 @@ def compare_dumps(
     """Compare two dump.json files and write ``compare_result_{timestamp}`` .xlsx, .csv and .html."""
     options = options or CompareOptions()
     check_workers(options.workers)
+    check_attribute(options)
     npu, bench = read_dump(npu_json, "npu_path"), read_dump(bench_json, "bench_path")
     stack_file = Path(stack_path) if stack_path else npu.path.parent / "stack.json"
     stacks = read_stack(stack_file) if stack_path or stack_file.is_file() else {}
     started = time.monotonic()
     results = build_results(npu, bench, options)
-    pending = _judge_cheap(results)
-    if pending:
-        compute_tensor_rows(results, pending, npu, bench, loader, options)
-    unit = run_unit(results)
-    for _, rows in group_by_entry(results):
-        highlight_entry(rows)
-        judge_entry(rows, unit)
+    unit = judge_results(results, npu, bench, loader, options)
     divergence = first_divergence(results, stacks) if options.auto_analyze else None
     optimizer = optimizer_divergences(results, stacks) if options.auto_analyze else []
     out = make_dir(output_dir)
+    attributed = None
+    if options.attribute and options.replay is not None:
+        attributed = attribute(results, stacks, npu, bench, loader, options.replay, options.attribute, unit, out)
+        divergence = attributed.first_local.suspect if attributed.first_local else divergence
     stem = report_stem or f"compare_result_{time.strftime('%Y%m%d%H%M%S')}"
     result = CompareResult(npu.mode, results, divergence, {}, npu.path, bench.path, unit, optimizer,
-                           options.auto_analyze)
+                           options.auto_analyze, attributed)
     result.reports = write_reports(result, out, stem, options.with_stack, stacks)
     logger.info("compared %d rows in %.1f s", len(results), time.monotonic() - started)
     return result

@@ -33,6 +33,12 @@ class DumpFile:
     entries: dict[str, dict]
     tensor_dir: Path
     stacks: dict[str, list[str]] = field(default_factory=dict)
+    recorded_framework: str | None = None  # dump.json's "framework" field, where a writer records one
+
+    @property
+    def framework(self) -> str | None:
+        """``pytorch`` or ``mindspore``: the recorded field, else what the entries show (see :func:`framework_of`)."""
+        return self.recorded_framework or framework_of(self.entries)
 
     @property
     def mode(self) -> str:
@@ -40,6 +46,31 @@ class DumpFile:
         if self.task == "tensor":
             return "tensor"
         return "md5" if _has_md5(self.entries) else "summary"
+
+
+_FRAMEWORK_OF_TYPE = {"torch.Tensor": "pytorch", "torch.nn.parameter.Parameter": "pytorch",
+                      "mindspore.Tensor": "mindspore"}
+_FRAMEWORK_OF_PREFIX = {"Module": "pytorch", "Torch": "pytorch", "Aten": "pytorch", "NPU": "pytorch",
+                        "VF": "pytorch", "Cell": "mindspore", "Mint": "mindspore", "MintFunctional": "mindspore",
+                        "Primitive": "mindspore", "Jit": "mindspore"}
+FRAMEWORKS = ("pytorch", "mindspore")
+
+
+def framework_of(entries: dict[str, dict], sample: int = 200) -> str | None:
+    """Which framework wrote a dump, from its first ``sample`` entries: the tensor type (``torch.Tensor``,
+    ``mindspore.Tensor``) decides, else a framework-only name prefix (``Module``/``Torch`` or
+    ``Cell``/``Mint``/``Primitive``); None when neither shows (an empty dump, scalars only under
+    ``Functional``/``Tensor``, which both frameworks use). msprobe 1.1.1's dump.json records no framework."""
+    by_prefix = None
+    for index, (name, entry) in enumerate(entries.items()):
+        if index >= sample:
+            break
+        for value in entry.get("input_args") or entry.get("input") or entry.get("output") or ():
+            found = _FRAMEWORK_OF_TYPE.get(value.get("type")) if isinstance(value, dict) else None
+            if found:
+                return found
+        by_prefix = by_prefix or _FRAMEWORK_OF_PREFIX.get(name.split(".", 1)[0])
+    return by_prefix
 
 
 def _has_md5(entries: dict[str, dict]) -> bool:
@@ -77,13 +108,29 @@ def read_dump(path: str | os.PathLike, what: str = "dump file") -> DumpFile:
     bad = [name for name, entry in obj["data"].items() if not isinstance(entry, dict)]
     if bad:
         raise CompareError(f"{what} {str(json_path)!r}: entry {bad[0]!r} is not a JSON object")
+    framework = obj.get("framework")
+    if framework is not None and framework not in FRAMEWORKS:
+        raise CompareError(f"{what} {str(json_path)!r}: 'framework' is {framework!r}; allowed: {', '.join(FRAMEWORKS)}")
     return DumpFile(
         path=json_path,
         task=task,
         level=str(obj.get("level", "")),
         entries=obj["data"],
         tensor_dir=_tensor_dir(json_path, obj.get("dump_data_dir")),
+        recorded_framework=framework,
     )
+
+
+def read_construct(dump: DumpFile) -> dict[str, str | None]:
+    """construct.json beside a dump.json: entry name → the module entry it ran inside (None at top level);
+    empty when the file is missing (level L1 dumps of 1.1.1 have none)."""
+    path = dump.path.parent / "construct.json"
+    if not path.is_file():
+        return {}
+    obj = load_json_file(path, "construct file")
+    if not isinstance(obj, dict) or any(v is not None and not isinstance(v, str) for v in obj.values()):
+        raise CompareError(f"construct.json {str(path)!r} is not a JSON object of entry name → parent name or null")
+    return obj
 
 
 def _tensor_dir(json_path: Path, recorded: Any) -> Path:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from msprobe.core.compare.attribution import describe, log_attribution
 from msprobe.core.compare.divergence import Divergence, user_frame
 from msprobe.core.compare.escape import csv_row, printable
 from msprobe.core.compare.report_html import write_html
 from msprobe.core.compare.report_xlsx import write_xlsx
 from msprobe.core.compare.result import CompareResult
-from msprobe.core.compare.table import PERCENT_COLUMNS, columns, row_cells
+from msprobe.core.compare.table import PERCENT_COLUMNS, attribution_cells, attribution_columns, columns, row_cells
+from msprobe.core.compare.verdict import RowResult
 from msprobe.core.fileio import write_csv
 from msprobe.core.log import logger
 
@@ -17,16 +19,20 @@ from msprobe.core.log import logger
 def write_reports(
     result: CompareResult, out: Path, stem: str, with_stack: bool, stacks: dict[str, list[str]]
 ) -> dict[str, Path]:
-    header = columns(result.mode, with_stack)
+    header = columns(result.mode, with_stack) + attribution_columns(result.attribution)
+
+    def cells(r: RowResult) -> list:
+        return row_cells(r, with_stack, stacks) + attribution_cells(result.attribution, r)
+
     paths = {kind: out / f"{stem}.{kind}" for kind in ("xlsx", "csv", "html")}
     write_xlsx(  # inline strings: a spreadsheet never evaluates them, so no formula escaping is needed
         paths["xlsx"],
         header,
-        ((row_cells(r, with_stack, stacks), r.highlight) for r in result.results),
+        ((cells(r), r.highlight) for r in result.results),
         PERCENT_COLUMNS.get(result.mode, set()),
     )
-    write_csv(paths["csv"], header, (csv_row(row_cells(r, with_stack, stacks)) for r in result.results))
-    write_html(paths["html"], result, header, lambda r: row_cells(r, with_stack, stacks), [paths["xlsx"], paths["csv"]])
+    write_csv(paths["csv"], header, (csv_row(cells(r)) for r in result.results))
+    write_html(paths["html"], result, header, cells, [paths["xlsx"], paths["csv"]])
     announce(result, paths)
     return paths
 
@@ -41,7 +47,13 @@ def announce(result: CompareResult, paths: dict[str, Path]) -> None:
     """Log the first divergence (with its innermost user frame), the optimizer's, the counts and the paths.
     Every name and frame is read from the dumps, so each goes through :func:`printable`."""
     found = result.first_divergence
-    if found is not None:
+    if result.attribution is not None:
+        log_attribution(result.attribution)
+    local = result.attribution.first_local if result.attribution is not None else None
+    if found is not None and local is not None:
+        logger.warning("first divergence: %s (the earliest API whose replay with the bench's inputs is %s) at %s",
+                       printable(found.entry), printable(describe(local)), where(found))
+    elif found is not None:
         how = "its inputs pass" if found.inputs_pass else "its inputs already diverge"
         logger.warning("first divergence: %s (%s; %d diverging output rows, %.3g times what rounding explains) at %s",
                        printable(found.entry), how, len(found.failing_rows), found.excess or 0.0, where(found))

@@ -1,6 +1,7 @@
 """compare_result_*.html: one self-contained file (no network) that starts with the answer.
 
-Order of the page: the first divergence with its stack and the rule that chose it, the optimizer
+Order of the page: the first divergence with its stack and the rule that chose it, the replay
+attribution of the suspects when ``--attribute`` was given (the chain inherited → local), the optimizer
 entries that differ beyond rounding, the worst rows, a chart of Cosine and relative error along
 execution order (inline SVG), then the full table, sortable by clicking a column and filterable by
 text or by failing rows; its last column, "Rounding excess", is each row's difference over what
@@ -19,11 +20,13 @@ drawn at its worst value so that a single bad row stays visible.
 from __future__ import annotations
 
 import html
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from msprobe.core.compare.attribution import ErrorShare, describe
 from msprobe.core.compare.divergence import Divergence, worst_rows
 from msprobe.core.compare.escape import script_literal
 from msprobe.core.compare.result import CompareResult
@@ -102,9 +105,48 @@ def _divergence_section(result: CompareResult) -> str:
                f"rounding.{rule}</div>"
     how = ("its inputs pass, so the error was made here" if found.inputs_pass
            else "its inputs already diverge; no entry has diverging outputs with passing inputs")
+    local = result.attribution.first_local if result.attribution is not None else None
+    if local is not None and local.entry == found.entry:
+        how = f"the earliest API whose replay with the bench's inputs is {_e(describe(local))}"
     stack = "".join(f"<pre>{_e(frame)}</pre>" for frame in found.stack) or "<p>No stack recorded.</p>"
     return (f'<div class="box"><b>First divergence: {_e(found.entry)}</b> (row {found.position + 1}; {how})'
             f"<ul>{_entry_rows(found)}</ul><b>Stack</b>{stack}{rule}</div>")
+
+
+def _attribution_section(result: CompareResult) -> str:
+    """--attribute: the suspects as a chain from the last back to where the error was made
+    (inherited → ... → local), then each one's numbers, or the config that dumps their tensors."""
+    found = result.attribution
+    if found is None:
+        return ""
+    head = "<h2>Attribution</h2>"
+    if not found.entries:
+        return f"{head}<p>No forward API output differs beyond rounding: nothing to replay.</p>"
+    if found.config is not None:
+        return (f'{head}<div class="box"><b>The dumps hold statistics only:</b> attribution replays an API with '
+                f"the bench's input tensors. Dump both runs again with this config (written to "
+                f"{_e(found.config_path)}), then compare with --attribute again:<pre>"
+                f"{_e(json.dumps(found.config, indent=2))}</pre></div>")
+    chain = [e for e in found.entries if e.verdict]
+    local = found.first_local
+    if local is not None:
+        chain = [e for e in chain if e.suspect.position >= local.suspect.position]
+    links = " → ".join(f"{_e(e.entry)} <b>({_e(e.verdict)})</b>" for e in reversed(chain))
+    rows = [[e.entry, e.verdict or "not replayed", *_share_text(e.worst("introduced")),
+             *_share_text(e.worst("inherited")), e.reason] for e in found.entries]
+    header = ["API", "verdict", "introduced: rel. norm err", "introduced: × rounding", "inherited: rel. norm err",
+              "inherited: × rounding", "why not replayed"]
+    return (f"{head}<p>The first {len(found.entries)} diverging forward APIs (at most {found.limit}), each replayed "
+            f"on {_e(found.device)} at the target's dtype with the bench's saved inputs: <i>introduced</i> = replay "
+            f"vs bench output, <i>inherited</i> = target vs replay. Chain, last to first:</p><p>{links or 'none'}</p>"
+            f"{_small_table(header, rows, [''] * len(rows))}")
+
+
+def _share_text(share: ErrorShare | None) -> list[Any]:
+    if share is None:
+        return ["", ""]
+    return ["None" if share.norm_rel is None else f"{share.norm_rel:.4g}",
+            "None" if share.excess is None else f"{share.excess:.3g}"]
 
 
 def _optimizer_section(result: CompareResult, limit: int = 50) -> str:
@@ -180,14 +222,17 @@ def _chart(results: list[RowResult], mark: int | None) -> str:
 
 def embedded_rows(result: CompareResult, worst: list[RowResult], max_rows: int) -> list[int]:
     """Indices of the rows the page embeds, in execution order: all of them up to ``max_rows``; past it
-    the first divergence's entry, the worst rows, highlighted rows, then the rest in order."""
+    the first divergence's entry and the attributed suspects', the worst rows, highlighted rows, then the
+    rest in order."""
     total = len(result.results)
     if total <= max_rows:
         return list(range(total))
     index_of = {id(r): i for i, r in enumerate(result.results)}
     chosen: dict[int, None] = {}
-    found = result.first_divergence
-    if found is not None:
+    suspects = [e.suspect for e in result.attribution.entries] if result.attribution is not None else []
+    for found in (result.first_divergence, *suspects):
+        if found is None:
+            continue
         end = found.position
         while end < total and result.results[end].entry == found.entry:
             end += 1
@@ -236,7 +281,8 @@ def write_html(path: Path, result: CompareResult, header: list[str], cells_of: C
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>msprobe compare</title><style>{_CSS}</style>"
         f"</head><body><h1>msprobe compare ({_e(result.mode)} mode)</h1>"
         f"<p>NPU: {_e(result.npu_path)}<br>Bench: {_e(result.bench_path)}</p>{_not_compared(result)}"
-        f"<h2>First divergence</h2>{_divergence_section(result)}{_optimizer_section(result)}"
+        f"<h2>First divergence</h2>{_divergence_section(result)}{_attribution_section(result)}"
+        f"{_optimizer_section(result)}"
         f"<h2>Worst rows</h2>{worst_table}"
         f"<h2>Along execution order</h2>{_chart(result.results, mark)}"
         f"<h2>All rows</h2>{_table_note(len(shown), len(result.results), full_reports)}"

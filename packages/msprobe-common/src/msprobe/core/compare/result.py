@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from msprobe.core.compare.attribution import Attribution
 from msprobe.core.compare.divergence import Divergence
 from msprobe.core.compare.verdict import RowResult
 
@@ -24,6 +25,7 @@ class CompareResult:
     unit: float = 0.0  # the rounding unit the first-divergence rule used (compare.rounding)
     optimizer: list[Divergence] = field(default_factory=list)  # diverging optimizer entries
     analyzed: bool = True  # False with -c: no first-divergence analysis was asked for
+    attribution: Attribution | None = None  # --attribute: the replayed suspects (compare.attribution)
 
     @property
     def not_compared(self) -> int:

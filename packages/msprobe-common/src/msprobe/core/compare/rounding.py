@@ -50,6 +50,11 @@ _ALIASES = {"double": "float64", "float": "float32", "half": "float16", "bf16": 
             "fp32": "float32", "fp64": "float64", "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32"}
 FORWARD_SLACK = 8.0
 BACKWARD_SLACK = 128.0
+# A MindSpore port against PyTorch runs two implementations of every kernel (another exp, another
+# reduction order), not one kernel in two precisions: in float32 the fault-free ports of
+# tests/mindspore/test_cross_framework_compare.py differ by up to 1.9 forward slacks (softmax), so the
+# slacks are 4 times wider there; a 5% fault still exceeds them a hundredfold (docs/cross_framework_compare.md).
+CROSS_FRAMEWORK_SLACK = 4.0
 _MAX_NUMEL = 1 << 62
 
 
@@ -84,10 +89,11 @@ def _is_backward(entry: str) -> bool:
         return False
 
 
-def judge_entry(rows: list[RowResult], unit: float) -> None:
+def judge_entry(rows: list[RowResult], unit: float, cross_framework: bool = False) -> None:
     """Set ``excess`` on every row of one entry (a backward entry's rows share its input scale as a floor)."""
     backward = _is_backward(rows[0].entry)
-    allowance = unit * (BACKWARD_SLACK if backward else FORWARD_SLACK)
+    allowance = unit * (BACKWARD_SLACK if backward else FORWARD_SLACK) * (CROSS_FRAMEWORK_SLACK if cross_framework
+                                                                          else 1.0)
     floor = max((_own_scale(r) for r in rows if r.part == "input"), default=0.0) if backward else 0.0
     for result in rows:
         result.excess = excess(result, allowance, floor)

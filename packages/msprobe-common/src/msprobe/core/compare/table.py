@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from msprobe.core.compare.attribution import NEEDS_TENSORS, Attribution, ErrorShare
 from msprobe.core.compare.metrics import Stats
 from msprobe.core.compare.rows import Row
 from msprobe.core.compare.verdict import STAT_KEYS, RowResult
@@ -21,6 +22,9 @@ SUMMARY_DIFFS = ["Max diff", "Min diff", "Mean diff", "L2norm diff"]
 SUMMARY_RELS = ["MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr"]
 STACK = "NPU_Stack_Info"
 PERCENT_COLUMNS = {"summary": set(SUMMARY_RELS)}
+# --attribute: after 1.1.1's columns, so tools reading those by position still find them
+SHARE_MEASURES = ["NormRelErr", "Cosine", "MaxAbsErr", "Excess"]
+ATTRIBUTION = ["Attribution", *(f"{part} {m}" for part in ("Introduced", "Inherited") for m in SHARE_MEASURES)]
 
 
 def columns(mode: str, with_stack: bool) -> list[str]:
@@ -119,3 +123,29 @@ def _md5(row: Row | None) -> Any:
     if row.is_tensor:
         return row.value.get("md5", NA)
     return _cell(row.value.get("value") if isinstance(row.value, dict) else row.value)
+
+
+def attribution_columns(attribution: Attribution | None) -> list[str]:
+    return ATTRIBUTION if attribution is not None else []
+
+
+def attribution_cells(attribution: Attribution | None, result: RowResult) -> list[Any]:
+    """A row's attribution cells: blank outside the suspects; on a suspect's output rows the row's verdict
+    and both error shares (or why the API was not replayed); its input rows name only the entry's verdict."""
+    if attribution is None:
+        return []
+    blank = [""] * (len(ATTRIBUTION) - 1)
+    found = attribution.of_row(result)
+    if found is None:
+        return ["", *blank]
+    entry, split = found
+    if split is not None:
+        return [split.verdict, *_share_cells(split.introduced), *_share_cells(split.inherited)]
+    if not entry.verdict:
+        text = NEEDS_TENSORS if attribution.config is not None else f"not replayed: {entry.reason}"
+        return [text if result.part == "output" else "", *blank]
+    return [f"API: {entry.verdict}" if result.part == "input" else "", *blank]
+
+
+def _share_cells(share: ErrorShare) -> list[Any]:
+    return [_cell(v) for v in (share.norm_rel, share.cosine, share.max_abs, share.excess)]

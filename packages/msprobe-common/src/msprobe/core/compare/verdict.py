@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from msprobe.core.compare.metrics import TensorMetrics, stat_diff, stat_of
 from msprobe.core.compare.rows import Row
+from msprobe.core.compare.tensorfile import canonical_dtype
 
 YES, NO, NONE, UNMATCHED = "Yes", "No", "None", "Unmatched"
 WARNING, PASS, DIFFERENT = "Warning", "pass", "Different"
@@ -65,7 +66,14 @@ class RowResult:
 
 
 def _scalar(value: object) -> object:
-    return value.get("value") if isinstance(value, dict) else value
+    """The value of a non-tensor row; a dtype argument by its canonical name, since ``Float32`` (MindSpore)
+    and ``torch.float32`` are one dtype (cross-framework compares)."""
+    if not isinstance(value, dict):
+        return value
+    raw = value.get("value")
+    if str(value.get("type", "")).endswith(".dtype") and isinstance(raw, str):
+        return canonical_dtype(raw) or raw
+    return raw
 
 
 def _same_value(a: object, b: object) -> bool:

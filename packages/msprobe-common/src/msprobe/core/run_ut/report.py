@@ -19,7 +19,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,19 +28,28 @@ import numpy as np
 
 from msprobe.core.compare.metrics import cosine
 from msprobe.core.run_ut import metrics as m
-from msprobe.core.run_ut.standards import ERROR, OutputVerdict
+from msprobe.core.run_ut.standards import ERROR, OutputVerdict, all_metrics
 
 NOT_APPLICABLE = "N/A"
 RESULT_COLUMNS = ("API name", "Forward Test Success", "Backward Test Success", "Message")
+# msprobe 1.1.1's details columns, in its order and spelling (its stage 2 reads them by these names),
+# each with the all_metrics key it holds; then ours.
+DETAIL_METRICS_111 = (
+    ("余弦相似度", "cosine"), ("最大绝对误差", "max_abs_err"), ("双百指标", "hundredth"), ("双千指标", "thousandth"),
+    ("双万指标", "ten_thousandth"), ("二进制一致错误率", "error_ratio"), ("误差均衡性", "eb"), ("均方根误差", "rmse"),
+    ("小值域错误占比", "small_value_err_ratio"), ("相对误差最大值", "max_rel_err"), ("相对误差平均值", "mean_rel_err"),
+    ("inf/nan错误率", "inf_nan_err_ratio"), ("相对误差错误率", "rel_err_ratio"), ("绝对误差错误率", "abs_err_ratio"),
+    ("ULP误差最大值", "max_ulp_err"), ("ULP误差平均值", "mean_ulp_err"), ("ULP误差大于阈值占比", "ulp_err_over_ratio"),
+)
 DETAIL_COLUMNS = (
-    "API name", "Bench Dtype", "DEVICE Dtype", "Shape", "Standard", "Cosine", "MaxAbsErr", "MaxRelativeErr",
-    "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "Error Balance", "Status", "Stage1 Status",
-    "Message", "Metrics", "Worst Elements",
+    "API Name", "Bench Dtype", "DEVICE Dtype", "Shape", *(c for c, _ in DETAIL_METRICS_111), "Status", "Message",
+    "Standard", "Stage1 Status", "Metrics", "Worst Elements",
 )
 RESULT_PREFIX, DETAILS_PREFIX, SUMMARY_PREFIX = (
     "accuracy_checking_result_", "accuracy_checking_details_", "accuracy_checking_summary_")
 WORST_COUNT = 10
-_BOM = "\ufeff"
+EMPTY = " "  # what 1.1.1 writes in a cell without a value (its stage 2 tests for it)
+BOM = "\ufeff"
 
 
 class ReportError(ValueError):
@@ -50,7 +59,7 @@ class ReportError(ValueError):
 @dataclass
 class OutputRow:
     """One compared output: its name (``Functional.linear.0.forward.output.0``), dtypes, shape, verdict
-    and the numbers of the details CSV."""
+    and the numbers of the details CSV (``metrics``: :func:`~msprobe.core.run_ut.standards.all_metrics`)."""
 
     name: str
     bench_dtype: str
@@ -60,9 +69,7 @@ class OutputRow:
     cosine: float | None = None
     max_abs_err: float | None = None
     max_rel_err: float | None = None
-    thousandth: float | None = None
-    five_thousandths: float | None = None
-    eb: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
     worst: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -114,19 +121,14 @@ def output_row(name: str, bench_dtype: str, device_dtype: str, device: Any, benc
     d = None if device is None else np.asarray(device)
     b = None if bench is None else np.asarray(bench)
     row = OutputRow(name, bench_dtype, device_dtype, list(d.shape) if d is not None else [], verdict)
-    if d is None or b is None or d.shape != b.shape or d.dtype.kind not in "biuf" or b.dtype.kind not in "biuf":
+    row.metrics = all_metrics(name, device_dtype, d, b)
+    if not row.metrics:  # not a judged output
         return row
     fd, fb, _ = m.finite_pairs(d.astype(np.float64), b.astype(np.float64))
     if fd.size:
         row.cosine, _ = cosine(fd, fb)
-        err = m.abs_errors(fd, fb)
-        rel = m.rel_errors(fd, fb)
-        row.max_abs_err = float(err.max())
-        row.max_rel_err = _finite(float(rel.max()))
-        row.thousandth = float(np.mean(rel < 0.001))
-        row.five_thousandths = float(np.mean(rel < 0.005))
-        nonzero = fb != 0
-        row.eb = m.error_balance(fd[nonzero], fb[nonzero]) if nonzero.any() else 0.0
+        row.max_abs_err = float(m.abs_errors(fd, fb).max())
+        row.max_rel_err = _finite(float(m.rel_errors(fd, fb).max()))
     if verdict.status == ERROR:
         row.worst = worst_elements(d, b)
     return row
@@ -134,7 +136,7 @@ def output_row(name: str, bench_dtype: str, device_dtype: str, device: Any, benc
 
 def _cell(value: Any) -> str:
     if value is None:
-        return ""
+        return EMPTY
     if isinstance(value, float):
         return repr(value) if math.isfinite(value) else str(value)
     return str(value)
@@ -146,11 +148,27 @@ def _metrics_text(metrics: Mapping[str, Any]) -> str:
 
 
 def detail_cells(row: OutputRow) -> list[str]:
+    """The PyTorch details row: 1.1.1's columns, then the standard, stage 1, the verdict's metrics and
+    the worst elements."""
     v = row.verdict
-    return [row.name, row.bench_dtype, row.device_dtype, json.dumps(row.shape), v.standard, _cell(row.cosine),
-            _cell(row.max_abs_err), _cell(row.max_rel_err), _cell(row.thousandth), _cell(row.five_thousandths),
-            _cell(row.eb), v.status, v.stage1 or "", v.message, _metrics_text(v.metrics),
-            json.dumps(row.worst) if row.worst else ""]
+    numbers = {**row.metrics, "cosine": row.cosine, "max_abs_err": row.max_abs_err}
+    return [row.name, row.bench_dtype, row.device_dtype, str(tuple(row.shape)),
+            *(_cell(numbers.get(key)) for _, key in DETAIL_METRICS_111),
+            v.status, v.message or EMPTY, v.standard or EMPTY, v.stage1 or EMPTY, _metrics_text(v.metrics),
+            json.dumps(row.worst) if row.worst else EMPTY]
+
+
+@dataclass(frozen=True)
+class DetailsLayout:
+    """The columns of a details CSV and how one output fills them: the default is :data:`DETAIL_COLUMNS`
+    with :func:`detail_cells`; a framework whose 1.1.1 checker wrote other columns (MindSpore) passes
+    its own to :class:`Report` and :func:`merge_parts`."""
+
+    columns: tuple[str, ...]
+    cells: Callable[[OutputRow], list[str]]
+
+
+DEFAULT_DETAILS = DetailsLayout(DETAIL_COLUMNS, detail_cells)
 
 
 def timestamp() -> str:
@@ -174,16 +192,44 @@ def read_done(result_csv: str | os.PathLike) -> set[str]:
     return {r[0] for r in rows[1:] if r}
 
 
+def split_output_name(name: str) -> tuple[str, str] | None:
+    """A details row's name: ``Torch.linalg.norm.0.forward.output.1`` → (``Torch.linalg.norm.0``,
+    ``forward``); None when it is not ``API.N.forward|backward.output.K``."""
+    parts = name.split(".")
+    if len(parts) < 5 or parts[-3] not in ("forward", "backward") or parts[-2] != "output":
+        return None
+    return ".".join(parts[:-3]), parts[-3]
+
+
+def _trim_details(path: Path, done: set[str]) -> None:
+    """Resuming: keep only the details rows of APIs the result CSV lists (an interrupted run, or a result
+    CSV cut by hand, leaves rows of APIs that will be checked again); rewritten atomically."""
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        rows = list(csv.reader(handle))
+    kept = rows[:1] + [r for r in rows[1:] if r and (split_output_name(r[0]) or ("",))[0] in done]
+    if len(kept) == len(rows):
+        return
+    temp = path.with_name(f".{path.name}.tmp")
+    with open(temp, "w", encoding="utf-8", newline="") as handle:
+        handle.write(BOM)
+        csv.writer(handle).writerows(kept)
+    os.replace(temp, path)
+
+
 class Report:
     """The three files of one run; rows are written as each API finishes (a crash loses nothing done)."""
 
-    def __init__(self, output_dir: str | os.PathLike, resume_csv: str | os.PathLike | None = None) -> None:
+    def __init__(self, output_dir: str | os.PathLike, resume_csv: str | os.PathLike | None = None,
+                 details: DetailsLayout = DEFAULT_DETAILS) -> None:
+        self.layout = details
         if resume_csv is not None:
             self.result_path = Path(resume_csv)
             stamp = self.result_path.name[len(RESULT_PREFIX): -len(".csv")]
             self.done = read_done(self.result_path)
             self.details_path = self.result_path.with_name(f"{DETAILS_PREFIX}{stamp}.csv")
             self.summary_path = self.result_path.with_name(f"{SUMMARY_PREFIX}{stamp}.json")
+            if self.details_path.is_file():
+                _trim_details(self.details_path, self.done)
         else:
             out = Path(output_dir)
             out.mkdir(parents=True, exist_ok=True)
@@ -193,7 +239,7 @@ class Report:
             self.summary_path = out / f"{SUMMARY_PREFIX}{stamp}.json"
             self.done = set()
         self._start(self.result_path, RESULT_COLUMNS)
-        self._start(self.details_path, DETAIL_COLUMNS)
+        self._start(self.details_path, details.columns)
         self.rows: list[ApiRow] = []
 
     @staticmethod
@@ -201,18 +247,20 @@ class Report:
         if path.exists() and path.stat().st_size > 0:
             return
         with open(path, "w", encoding="utf-8", newline="") as handle:
-            handle.write(_BOM)
+            handle.write(BOM)
             csv.writer(handle).writerow(header)
 
     def add(self, row: ApiRow) -> None:
+        """Write the API's details rows, then its result row: an API is done once its result row is
+        written (a crash in between leaves details that resuming trims)."""
         self.rows.append(row)
-        with open(self.result_path, "a", encoding="utf-8", newline="") as handle:
-            csv.writer(handle).writerow([row.name, row.forward, row.backward, row.message])
         if row.outputs:
             with open(self.details_path, "a", encoding="utf-8", newline="") as handle:
                 writer = csv.writer(handle)
                 for out in row.outputs:
-                    writer.writerow(detail_cells(out))
+                    writer.writerow(self.layout.cells(out))
+        with open(self.result_path, "a", encoding="utf-8", newline="") as handle:
+            csv.writer(handle).writerow([row.name, row.forward, row.backward, row.message])
 
     def summary(self, **info: Any) -> dict[str, Any]:
         """Counts of this run's rows (forward and backward statuses), ``info`` (seed, inputs...) and
@@ -249,25 +297,26 @@ def _only(folder: Path, prefix: str, suffix: str) -> Path:
 
 
 def merge_parts(part_dirs: Iterable[str | os.PathLike], output_dir: str | os.PathLike,
-                resume_csv: str | os.PathLike | None = None, **info: Any) -> dict[str, Any]:
+                resume_csv: str | os.PathLike | None = None, details: DetailsLayout = DEFAULT_DETAILS,
+                **info: Any) -> dict[str, Any]:
     """Merge the reports of parts run separately (``multi_run_ut``) into one result CSV, one details
     CSV and one summary JSON: the rows of each part in the order of ``part_dirs`` (contiguous parts of
     the dump: the dump's order). New files in ``output_dir``, or with ``resume_csv`` the rows are
     appended to that result CSV and its details CSV. The summary counts the merged rows, joins the
     parts' failures, and holds the first part's run information, then ``info``."""
-    report = Report(output_dir, resume_csv)
+    report = Report(output_dir, resume_csv, details)
     results: list[list[str]] = []
-    details: list[list[str]] = []
+    detail_rows: list[list[str]] = []
     failures: list[Any] = []
     first: dict[str, Any] = {}
     for folder in map(Path, part_dirs):
         results += _data_rows(_only(folder, RESULT_PREFIX, ".csv"), RESULT_COLUMNS)
-        details += _data_rows(_only(folder, DETAILS_PREFIX, ".csv"), DETAIL_COLUMNS)
+        detail_rows += _data_rows(_only(folder, DETAILS_PREFIX, ".csv"), details.columns)
         with open(_only(folder, SUMMARY_PREFIX, ".json"), encoding="utf-8") as handle:
             part = json.load(handle)
         failures += part.get("failures", [])
         first = first or part
-    for path, rows in ((report.result_path, results), (report.details_path, details)):
+    for path, rows in ((report.result_path, results), (report.details_path, detail_rows)):
         with open(path, "a", encoding="utf-8", newline="") as handle:
             csv.writer(handle).writerows(rows)
     counted = ("result_csv", "details_csv", "apis", "forward", "backward", "failures")

@@ -196,6 +196,9 @@ def dump_rules(ctx: RuleContext) -> Iterator[Problem]:
                 ctx.path("online_run_ut"), True, f"false on {ctx.capabilities.display} (online run_ut is {where})"
             )
         yield from online_problems(ctx, True, section)
+        if ctx.level != "L1" and ctx.usable("level"):
+            yield Problem(ctx.path("online_run_ut"), True,
+                          f"false at level {ctx.level} (online run_ut streams API calls: level L1)")
 
 
 # ---------------------------------------------------------------------------------- what runs
@@ -211,6 +214,10 @@ def build_dump(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[]
     """The dump collector in a session at L0, L1, mix; the framework's kernel dump at L2."""
     if config.level == "L2":
         return kit.kernel_dump(config, on_finish)
+    if getattr(config.section, "online_run_ut", False):
+        from msprobe.core.online.collector import build_online
+
+        return build_online(config, kit, on_finish)
     from msprobe.core.collector import DumpCollector
     from msprobe.core.session import Session
 

@@ -1,5 +1,5 @@
-"""Task ``run_ut`` (SPEC 9): its section configures the ``msprobe -f pytorch run_ut`` command; the
-debugger does not run it (no build)."""
+"""Task ``run_ut`` (SPEC 9): its section configures the ``msprobe -f pytorch|mindspore run_ut`` commands
+(online mode: PyTorch only); the debugger does not run it (no build)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from dataclasses import dataclass
 
 from msprobe.core.config.errors import Problem
 from msprobe.core.config.fields import FieldReader
+from msprobe.core.config.frameworks import only_on
 from msprobe.core.config.rules import RuleContext, online_problems
 from msprobe.core.tasks.registry import Task, register
 
 
 @dataclass(frozen=True)
 class RunUtConfig:
-    """Section ``run_ut``: read by the ``msprobe -f pytorch run_ut`` command, not by the debugger."""
+    """Section ``run_ut``: read by the ``run_ut`` commands (``-config``), not by the debugger."""
 
     white_list: tuple[str, ...] = ()
     black_list: tuple[str, ...] = ()
@@ -43,6 +44,10 @@ def parse_run_ut(reader: FieldReader) -> RunUtConfig:
 
 def run_ut_rules(ctx: RuleContext) -> Iterator[Problem]:
     assert isinstance(ctx.section, RunUtConfig)
+    if ctx.section.is_online and not ctx.capabilities.online_run_ut:
+        where = only_on(lambda c: c.online_run_ut)
+        yield Problem(ctx.path("is_online"), True, f"false on {ctx.capabilities.display} (online run_ut is {where})")
+        return
     yield from online_problems(ctx, ctx.section.is_online, ctx.section)
 
 

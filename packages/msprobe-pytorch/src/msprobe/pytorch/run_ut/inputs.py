@@ -1,16 +1,10 @@
 """Rebuild an API's arguments from its dump.json entry: tensors from their files (task ``tensor``) or
-generated from the recorded statistics (task ``statistics``), other values from their JSON form.
-
-Generated tensors (statistics dumps) are drawn from a numpy generator seeded with ``(seed, CRC-32 of
-the entry name)``, so an API gets the same inputs whatever else the run checks: floats uniform in
-``[Min, Max]``, integers uniform over ``Min..Max``, bools fair coin flips; a recorded ``Max``/``Min``
-that is missing or not finite is replaced by ±1 (floats) or 0..1 (integers).
+generated from the recorded statistics (task ``statistics``, by the seeded rule both frameworks share:
+:func:`msprobe.core.run_ut.replay_common.generate_values`), other values from their JSON form.
 """
 
 from __future__ import annotations
 
-import math
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,21 +13,20 @@ import numpy as np
 import torch
 
 from msprobe.core.compare.tensorfile import TensorSpec
+from msprobe.core.run_ut.replay_common import (
+    TENSOR_TYPES,
+    RunUtError,
+    Unreplayable,
+    generate_values,
+    is_tensor_value,
+    rng_for,
+    tensor_file,
+)
 
-TENSOR_TYPES = ("torch.Tensor", "torch.nn.parameter.Parameter", "torch.nn.Parameter")
+__all__ = ["RunUtError", "TensorSource", "Unreplayable", "generate", "is_tensor_value", "rebuild", "rng_for",
+           "torch_dtype"]
+
 _NUMPY_SCALARS = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_", "bool"}
-
-
-class RunUtError(ValueError):
-    """The inputs of the run cannot be used at all (exit 2): a missing tensor file, a bad dump.json."""
-
-
-class Unreplayable(Exception):
-    """This API cannot be replayed (it is reported SKIP with the reason)."""
-
-
-def is_tensor_value(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("type") in TENSOR_TYPES
 
 
 def torch_dtype(name: Any) -> torch.dtype:
@@ -44,35 +37,17 @@ def torch_dtype(name: Any) -> torch.dtype:
     return dtype
 
 
-def rng_for(seed: int, entry: str) -> np.random.Generator:
-    return np.random.default_rng([seed, zlib.crc32(entry.encode("utf-8"))])
-
-
-def _bound(value: Any, default: float) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-        else default
-
-
 def generate(value: dict, rng: np.random.Generator) -> torch.Tensor:
     """A tensor of the recorded dtype and shape, drawn from the recorded [Min, Max]."""
     dtype = torch_dtype(value.get("dtype"))
-    shape = value.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
-        raise Unreplayable(f"tensor without a usable shape: {shape!r}")
     if dtype == torch.bool:
-        return torch.from_numpy(rng.integers(0, 2, size=shape).astype(np.bool_))
+        return torch.from_numpy(generate_values(value, "bool", rng))
     if dtype.is_complex or dtype.itemsize < 2 and dtype.is_floating_point:
         raise Unreplayable(f"generating {dtype} inputs from statistics is not supported")
     if dtype.is_floating_point:
-        low, high = _bound(value.get("Min"), -1.0), _bound(value.get("Max"), 1.0)
-        low, high = min(low, high), max(low, high)
-        array = rng.uniform(low, high, size=shape) if high > low else np.full(shape, low)
-        return torch.from_numpy(np.asarray(array, dtype=np.float64)).to(dtype)
+        return torch.from_numpy(generate_values(value, "float", rng)).to(dtype)
     info = torch.iinfo(dtype)
-    low = int(max(_bound(value.get("Min"), 0), info.min))
-    high = int(min(_bound(value.get("Max"), 1), info.max))
-    low, high = min(low, high), max(low, high)
-    return torch.from_numpy(rng.integers(low, high, size=shape, endpoint=True).astype(np.int64)).to(dtype)
+    return torch.from_numpy(generate_values(value, "int", rng, (info.min, info.max))).to(dtype)
 
 
 class TensorSource:
@@ -84,12 +59,7 @@ class TensorSource:
     def tensor(self, value: dict, rng: np.random.Generator) -> torch.Tensor:
         if self.tensor_dir is None:
             return generate(value, rng)
-        name = value.get("data_name")
-        if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
-            raise RunUtError(f"a tensor in dump.json has no usable data_name ({name!r}): is this a task 'tensor' dump?")
-        path = self.tensor_dir / name
-        if not path.is_file():
-            raise RunUtError(f"tensor file {str(path)!r} is missing (named in dump.json)")
+        path = tensor_file(self.tensor_dir, value)
         try:
             array = self.loader(path, TensorSpec.of(value))
         except (OSError, ValueError, TypeError) as exc:

@@ -13,7 +13,6 @@ output dtype, as autocast did, and its bench in float32.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -24,28 +23,24 @@ from typing import Any
 import numpy as np
 import torch
 
-from msprobe.core.compare.reader import CompareError, read_dump
+from msprobe.core.compare.reader import CompareError, DumpFile, read_dump
 from msprobe.core.log import logger
 from msprobe.core.run_ut import ERROR, PASS, SKIP, api_status, judge_output
-from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, output_row
-from msprobe.pytorch.run_ut.inputs import (
-    RunUtError,
-    TensorSource,
-    Unreplayable,
+from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section
+from msprobe.core.run_ut.replay_common import (
+    RANDOM_APIS,
+    base_api,
     is_tensor_value,
     rng_for,
-    torch_dtype,
+    select_apis,
+    split_name,
+    tensor_dir,
 )
+from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, output_row
+from msprobe.pytorch.run_ut.inputs import RunUtError, TensorSource, Unreplayable, torch_dtype
 
 DEFAULT_SEED = 1234
 REPLAYED_PREFIXES = ("Torch", "Tensor", "Functional", "VF", "NPU")
-# Random (or uninitialised) results: two runs cannot agree, whatever the precision.
-RANDOM_APIS = frozenset({
-    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "native_dropout",
-    "fused_dropout", "rrelu", "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm",
-    "bernoulli", "multinomial", "normal", "uniform", "exponential", "geometric", "cauchy", "log_normal", "random",
-    "poisson", "gumbel_softmax", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-})
 _UPCAST = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}
 _LOW = (torch.float16, torch.bfloat16)
 
@@ -57,21 +52,6 @@ class RunUtResult:
     summary: dict[str, Any]
     checked: int
     rows: list[ApiRow] = field(default_factory=list)
-
-
-def split_name(entry: str) -> tuple[str, str, str]:
-    """``Torch.linalg.norm.0.forward`` → (``Torch``, ``linalg.norm``, ``0``)."""
-    parts = entry.split(".")
-    if parts and parts[-1] in ("forward", "backward"):
-        parts = parts[:-1]
-    if len(parts) < 3:
-        return (parts[0] if parts else "", ".".join(parts[1:]), "")
-    return parts[0], ".".join(parts[1:-1]), parts[-1]
-
-
-def base_api(api: str) -> str:
-    name = api.split(".")[-1].lower()
-    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 
 def is_inplace(api: str) -> bool:
@@ -102,17 +82,50 @@ def resolve(prefix: str, api: str) -> Callable[..., Any] | None:
     return obj if callable(obj) else None
 
 
-def _collect(value: Any, out: list) -> None:
+def replayer_for_dump(dump_path: str | os.PathLike, device: torch.device, seed: int,
+                      api_override: Mapping[str, Callable[..., Any]] | None = None,
+                      error_dir: Path | None = None) -> tuple[Replayer, DumpFile]:
+    """A replayer of the entries of one dump.json (task tensor: its files; statistics: generated
+    inputs), and the dump."""
+    try:
+        dump = read_dump(dump_path, "api_info")
+    except CompareError as exc:
+        raise RunUtError(str(exc)) from None
+    if dump.task not in ("tensor", "statistics"):
+        raise RunUtError(f"api_info {str(dump_path)!r}: task {dump.task!r}; run_ut replays 'tensor' and "
+                         f"'statistics' dumps")
+    from msprobe.pytorch.compare import load_pt
+
+    source = TensorSource(tensor_dir(dump) if dump.task == "tensor" else None, seed, load_pt)
+    return Replayer(source, device, seed, api_override, error_dir), dump
+
+
+def skip_reason(prefix: str, api: str) -> str:
+    """Why the API recorded as ``prefix.api`` cannot be replayed at all, or "" when it can."""
+    if prefix == "Module":
+        return "a module, not an API: run_ut replays APIs"
+    if prefix == "Distributed":
+        return "distributed API: its result depends on the other ranks"
+    if prefix not in REPLAYED_PREFIXES:
+        return f"{prefix} APIs are not replayed"
+    if base_api(api) in RANDOM_APIS:
+        return "random API: not numerically comparable (its result depends on the random state)"
+    if resolve(prefix, api) is None:
+        return f"{prefix}.{api} is not a callable of this torch"
+    return ""
+
+
+def collect_tensor_values(value: Any, out: list) -> None:
     """The tensor values of an argument tree, in the order :func:`rebuild` visits them (and the dump
     lists the input gradients)."""
     if isinstance(value, list):
         for v in value:
-            _collect(v, out)
+            collect_tensor_values(v, out)
     elif is_tensor_value(value):
         out.append(value)
     elif isinstance(value, dict) and "type" not in value:
         for v in value.values():
-            _collect(v, out)
+            collect_tensor_values(v, out)
 
 
 def _flat_outputs(value: Any, out: list) -> list:
@@ -139,22 +152,6 @@ def _dtype_name(value: Any) -> str:
     return str(value.dtype) if isinstance(value, torch.Tensor) else type(value).__name__
 
 
-def dedupe_key(prefix: str, api: str, entry: dict) -> str:
-    """Same API name (without count), dtypes, shapes and non-tensor arguments → same key."""
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        if is_tensor_value(value):
-            return {"dtype": value.get("dtype"), "shape": value.get("shape")}
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items()}
-        return value
-
-    return json.dumps([prefix, api, strip(entry.get("input_args")), strip(entry.get("input_kwargs"))],
-                      sort_keys=True, default=str)
-
-
 def check_device(device: str) -> torch.device:
     """``cpu``, ``cuda[:N]`` or ``npu[:N]`` when available; anything else is a :class:`RunUtError`."""
     try:
@@ -177,34 +174,15 @@ def check_device(device: str) -> torch.device:
 
 
 class Replayer:
-    """Replays the entries of one dump.json (see :func:`run_ut`)."""
+    """Replays API entries against their bench (see :func:`run_ut`), its tensors from ``source``: a dump's
+    files or generated values (:func:`replayer_for_dump`), or what an online record carries."""
 
-    def __init__(self, dump_path: str | os.PathLike, device: torch.device, seed: int,
-                 api_override: Mapping[str, Callable[..., Any]] | None, error_dir: Path | None) -> None:
-        try:
-            self.dump = read_dump(dump_path, "api_info")
-        except CompareError as exc:
-            raise RunUtError(str(exc)) from None
-        self.tensor_mode = self.dump.task == "tensor"
-        if self.dump.task not in ("tensor", "statistics"):
-            raise RunUtError(f"api_info {str(dump_path)!r}: task {self.dump.task!r}; run_ut replays 'tensor' and "
-                             f"'statistics' dumps")
-        from msprobe.pytorch.compare import load_pt
-
-        self.source = TensorSource(self._tensor_dir() if self.tensor_mode else None, seed, load_pt)
+    def __init__(self, source: Any, device: torch.device, seed: int,
+                 api_override: Mapping[str, Callable[..., Any]] | None = None, error_dir: Path | None = None) -> None:
+        self.source = source  # .tensor(value, rng) -> torch.Tensor
         self.device, self.seed = device, seed
         self.override = dict(api_override or {})
         self.error_dir = error_dir
-
-    def _tensor_dir(self) -> Path:
-        """dump_tensor_data next to dump.json, else the recorded dump_data_dir (relative: to dump.json's folder)."""
-        path = self.dump.tensor_dir
-        if not path.is_dir():
-            raw = read_raw_dir(self.dump.path)
-            if isinstance(raw, str) and raw and not Path(raw).is_absolute() and (self.dump.path.parent / raw).is_dir():
-                return self.dump.path.parent / raw
-            raise RunUtError(f"tensor directory {str(path)!r} of {str(self.dump.path)!r} does not exist")
-        return path
 
     # --- one API --------------------------------------------------------------------------------------
 
@@ -212,15 +190,10 @@ class Replayer:
         row_name = entry_name.removesuffix(".forward")
         prefix, api, _ = split_name(entry_name)
         back = NOT_APPLICABLE if backward is None else SKIP
-        if prefix == "Module":
-            return ApiRow(row_name, SKIP, back, "a module, not an API: run_ut replays APIs")
-        if prefix not in REPLAYED_PREFIXES:
-            return ApiRow(row_name, SKIP, back, f"{prefix} APIs are not replayed")
-        if base_api(api) in RANDOM_APIS:
-            return ApiRow(row_name, SKIP, back, "random API: not numerically comparable")
+        refusal = skip_reason(prefix, api)
+        if refusal:
+            return ApiRow(row_name, SKIP, back, refusal)
         func = resolve(prefix, api)
-        if func is None:
-            return ApiRow(row_name, SKIP, back, f"{prefix}.{api} is not a callable of this torch")
         device_func = self.override.get(f"{prefix}.{api}", func)
         try:
             return self._replay(row_name, prefix, api, entry, backward, func, device_func)
@@ -237,14 +210,14 @@ class Replayer:
         if not isinstance(args_v, list) or not isinstance(kwargs_v, dict):
             raise Unreplayable("input_args/input_kwargs are not a list and an object")
         values: list[dict] = []
-        _collect([args_v, kwargs_v], values)
+        collect_tensor_values([args_v, kwargs_v], values)
         rng = rng_for(self.seed, row_name)
         base = [self.source.tensor(v, rng) for v in values]
         inplace = is_inplace(api)
         needs_grad = self._needs_grad(backward, values, base) if backward is not None and not inplace else []
-        autocast = _autocast_dtype(entry, base)
-        dev = _Side(self.device, base, needs_grad, autocast, upcast=False, inplace=inplace)
-        ben = _Side(torch.device("cpu"), base, needs_grad, autocast, upcast=True, inplace=inplace)
+        autocast = autocast_dtype(entry, base)
+        dev = Side(self.device, base, needs_grad, autocast, upcast=False, inplace=inplace)
+        ben = Side(torch.device("cpu"), base, needs_grad, autocast, upcast=True, inplace=inplace)
         d_out, d_flat = dev.run(device_func, args_v, kwargs_v, any(needs_grad))
         b_out, b_flat = ben.run(func, args_v, kwargs_v, any(needs_grad))
         messages: list[str] = []
@@ -284,7 +257,7 @@ class Replayer:
         verdict = judge_output(name, dtype, dn, bn)
         return output_row(name, _dtype_name(b), dtype, dn, bn, verdict)
 
-    def _backward(self, row_name: str, backward: dict, rng: np.random.Generator, dev: _Side, ben: _Side,
+    def _backward(self, row_name: str, backward: dict, rng: np.random.Generator, dev: Side, ben: Side,
                   d_flat: list, b_flat: list) -> tuple[str, list[OutputRow], str]:
         if not any(dev.needs_grad):
             return SKIP, [], "no input needs a gradient (or in-place API)"
@@ -300,7 +273,10 @@ class Replayer:
             grad = self.source.tensor(value, rng)
             if grad.shape != d.shape and grad.numel() == d.numel():
                 grad = grad.reshape(d.shape)  # a scalar output's gradient is recorded with shape [1]
-            d_pairs.append((d, grad.to(self.device, d.dtype)))
+            # both sides start from the gradient as the device output's dtype holds it (the bench upcasts
+            # that), as they do from the inputs
+            grad = grad.to(dtype=d.dtype)
+            d_pairs.append((d, grad.to(self.device)))
             b_pairs.append((b, grad.to("cpu", b.dtype)))
         if not d_pairs:
             return SKIP, [], "no output gradient to replay"
@@ -316,7 +292,7 @@ class Replayer:
         status = api_status([r.verdict for r in rows])
         return status, rows, "" if rows else "no input gradient computed"
 
-    def _save(self, row_name: str, base: list, d_flat: list, b_flat: list, dev: _Side, ben: _Side) -> None:
+    def _save(self, row_name: str, base: list, d_flat: list, b_flat: list, dev: Side, ben: Side) -> None:
         assert self.error_dir is not None
         folder = self.error_dir / row_name
         folder.mkdir(parents=True, exist_ok=True)
@@ -328,12 +304,6 @@ class Replayer:
                     torch.save(item.detach().cpu().clone(), folder / f"{label}.{i}.pt")
 
 
-def read_raw_dir(path: Path) -> Any:
-    from msprobe.core.compare.reader import load_json_file
-
-    return load_json_file(path, "api_info").get("dump_data_dir")
-
-
 def _grads(pairs: list[tuple[torch.Tensor, torch.Tensor]], leaves: list[torch.Tensor | None]) -> list:
     wanted = [t for t in leaves if t is not None]
     if not wanted:
@@ -343,11 +313,11 @@ def _grads(pairs: list[tuple[torch.Tensor, torch.Tensor]], leaves: list[torch.Te
     return [next(it) if t is not None else None for t in leaves]
 
 
-def _autocast_dtype(entry: dict, base: list[torch.Tensor]) -> torch.dtype | None:
+def autocast_dtype(entry: dict, base: list[torch.Tensor]) -> torch.dtype | None:
     """The dtype autocast ran the API in: every recorded float output is float16 (or every one bfloat16)
     while some float input is float32."""
     outs: list[dict] = []
-    _collect(entry.get("output"), outs)
+    collect_tensor_values(entry.get("output"), outs)
     dtypes = {str(o.get("dtype")) for o in outs}
     if len(dtypes) != 1:
         return None
@@ -360,7 +330,7 @@ def _autocast_dtype(entry: dict, base: list[torch.Tensor]) -> torch.dtype | None
     return None
 
 
-class _Side:
+class Side:
     """One side of the replay: its device, its leaf tensors (gradients are taken with respect to them)
     and the tensors the API is called with (autocast dtype, copies for in-place APIs)."""
 
@@ -402,7 +372,7 @@ class _Side:
         def build(value: Any) -> Any:
             return _map_dtypes(rebuild(value, lambda _v: next(it), self._device), self._dtype)
 
-        args = build(args_v)
+        args = _index_as_tuple(func, build(args_v))
         kwargs = build(kwargs_v)
         with torch.set_grad_enabled(grad):
             out = func(*args, **kwargs)
@@ -410,6 +380,18 @@ class _Side:
         if not any(isinstance(v, torch.Tensor) for v in flat) and self.inputs and out is None:
             flat = [args[0]] if args and isinstance(args[0], torch.Tensor) else flat  # __setitem__ and the like
         return out, flat
+
+
+def _index_as_tuple(func: Callable[..., Any], args: list) -> list:
+    """dump.json writes a tuple as a list: give ``__getitem__``/``__setitem__`` back the tuple of a
+    multi-dimensional index (one holding a slice, None, Ellipsis or a tensor — what torch reads as a
+    tuple today, with a deprecation warning). A list of plain ints stays a list (advanced indexing)."""
+    if getattr(func, "__name__", "") not in ("__getitem__", "__setitem__") or len(args) < 2:
+        return args
+    index = args[1]
+    if isinstance(index, list) and not all(isinstance(i, int) for i in index):
+        return [args[0], tuple(index), *args[2:]]
+    return args
 
 
 def _map_dtypes(value: Any, convert: Callable[[Any], Any]) -> Any:
@@ -420,63 +402,51 @@ def _map_dtypes(value: Any, convert: Callable[[Any], Any]) -> Any:
     return convert(value)
 
 
+def known_list_names() -> frozenset[str]:
+    """Every name a white/black list may hold: ``api``, ``Prefix.api`` and the bare API (``linear``)."""
+    return list_names(_reverse_table(), base_api)
+
+
+def load_run_ut_section(config_path: str | os.PathLike | None) -> RunUtSection:
+    """The ``run_ut`` section of a config.json, its lists checked against torch's API table
+    (:func:`msprobe.core.run_ut.lists.read_run_ut_section`)."""
+    return read_run_ut_section(config_path, "pytorch", known_list_names)
+
+
 def load_lists(config_path: str | os.PathLike | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """white_list and black_list of the run_ut section of a config.json."""
-    if config_path is None:
-        return (), ()
-    from msprobe.core.config import load_config
-
-    section = load_config(config_path, framework="pytorch", task="run_ut").section
-    return tuple(section.white_list), tuple(section.black_list)
+    """white_list and black_list of the run_ut section of a config.json (checked: :func:`load_run_ut_section`)."""
+    section = load_run_ut_section(config_path)
+    return section.white_list, section.black_list
 
 
-def _listed(names: tuple[str, ...], prefix: str, api: str) -> bool:
-    return api in names or f"{prefix}.{api}" in names or base_api(api) in names
-
-
-def select_apis(entries: Mapping[str, Any], done: Collection[str] = (), white_list: tuple[str, ...] = (),
-                black_list: tuple[str, ...] = (), filter_duplicates: bool = False) -> list[str]:
-    """The forward entries (``Functional.linear.0.forward``) a run checks, in the dump's order: not
-    ``done`` (resuming), listed in ``white_list`` (when given), not in ``black_list``, and with
-    ``filter_duplicates`` the first of each :func:`dedupe_key` group."""
-    seen: set[str] = set()
-    selected = []
-    for name, entry in entries.items():
-        if not name.endswith(".forward") or name.removesuffix(".forward") in done:
-            continue
-        prefix, api, _ = split_name(name)
-        if white_list and not _listed(white_list, prefix, api):
-            continue
-        if black_list and _listed(black_list, prefix, api):
-            continue
-        if filter_duplicates:
-            key = dedupe_key(prefix, api, entry if isinstance(entry, dict) else {})
-            if key in seen:
-                continue
-            seen.add(key)
-        selected.append(name)
-    return selected
+def error_data_dir(output_dir: str | os.PathLike, error_data_path: str | os.PathLike | None) -> Path:
+    """Where ``-save_error_data`` writes: ``error_data_path`` (the config's, as given: relative to the
+    working directory) or, when not set, ``<output_dir>/error_data``."""
+    return Path(error_data_path) if error_data_path is not None else Path(output_dir) / "error_data"
 
 
 def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, device: str = "cpu",
            save_error_data: bool = False, csv_path: str | os.PathLike | None = None,
            filter_duplicates: bool = False, white_list: tuple[str, ...] = (), black_list: tuple[str, ...] = (),
            seed: int = DEFAULT_SEED, api_override: Mapping[str, Callable[..., Any]] | None = None,
-           apis: Collection[str] | None = None) -> RunUtResult:
+           apis: Collection[str] | None = None, error_data_path: str | os.PathLike | None = None) -> RunUtResult:
     """Replay every forward API of ``api_info`` (a dump.json) and write the result, details and summary
     files into ``output_dir`` (or, resuming, next to ``csv_path``).
 
     ``api_override`` maps ``Prefix.api`` (``Functional.gelu``) to a callable run on the device side in
     place of the API: a testing and debugging hook (e.g. to check that a wrong kernel is caught); the
     bench always runs the real API. ``apis``: check only these rows (``Functional.linear.0``) of the
-    selection (``multi_run_ut`` gives each part its own). Raises :class:`RunUtError` for unusable inputs.
+    selection (``multi_run_ut`` gives each part its own). ``error_data_path``: where ``save_error_data``
+    writes (default ``<output_dir>/error_data``, see :func:`error_data_dir`). Raises :class:`RunUtError`
+    for unusable inputs.
     """
     dev = check_device(device)
     out = Path(csv_path).parent if csv_path is not None else Path(output_dir)
-    error_dir = out / "error_data" if save_error_data else None
-    replayer = Replayer(api_info, dev, seed, api_override, error_dir)
+    error_dir = error_data_dir(out, error_data_path) if save_error_data else None
+    replayer, dump = replayer_for_dump(api_info, dev, seed, api_override, error_dir)
+    tensor_mode = dump.task == "tensor"
     report = Report(out, csv_path)
-    entries = replayer.dump.entries
+    entries = dump.entries
     checked = 0
     wanted = None if apis is None else frozenset(apis)
     for name in select_apis(entries, report.done, white_list, black_list, filter_duplicates):
@@ -490,10 +460,10 @@ def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, 
             checked += 1
         report.add(row)
         logger.info("run_ut: %s forward %s backward %s", row.name, row.forward, row.backward)
-    summary = report.summary(api_info=str(api_info), task=replayer.dump.task, device=str(dev),
+    summary = report.summary(api_info=str(api_info), task=dump.task, device=str(dev),
                              bench="cpu, float16/bfloat16 -> float32, float32 -> float64",
-                             seed=seed if not replayer.tensor_mode else None,
-                             inputs="dump tensors" if replayer.tensor_mode else "generated from statistics",
+                             seed=seed if not tensor_mode else None,
+                             inputs="dump tensors" if tensor_mode else "generated from statistics",
                              white_list=list(white_list), black_list=list(black_list),
                              filter_duplicates=filter_duplicates, checked=checked)
     return RunUtResult(summary, checked, report.rows)

@@ -1,0 +1,124 @@
+"""What ``graph -i input.json`` names, and the directory rules of msprobe 1.1.1.
+
+input.json is ``{"npu_path": DIR}`` (build) or ``{"npu_path": DIR, "bench_path": DIR}`` (compare),
+optionally with ``is_print_compare_log`` (accepted, unused). Each directory is one of:
+
+- a rank directory: it holds files (dump.json, stack.json, construct.json) or ``dump_tensor_data``;
+- a directory of rank directories, all named ``rank{N}`` (our single-device ``rank`` too);
+- a directory of step directories, all named ``step{N}``, each holding rank directories.
+
+Compare pairs ranks and steps by name; both sides must have the same names.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from msprobe.core.compare.reader import INPUT_MAX_BYTES, CompareError, load_json_file
+from msprobe.core.writers import TENSOR_DIR
+
+ALLOWED_KEYS = ("npu_path", "bench_path", "is_print_compare_log")
+RANKS, STEPS, FILES = "ranks", "steps", "files"
+_RANK = re.compile(r"^rank\d*$")
+_STEP = re.compile(r"^step\d+$")
+
+
+class GraphInputError(CompareError):
+    """input.json or a directory it names is not what the graph command can read."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One graph to write: the rank directories of each side and the output file's stem."""
+
+    npu: Path
+    bench: Path | None
+    stem: str
+
+
+def read_input(path: str | Path) -> tuple[Path, Path | None]:
+    obj = load_json_file(Path(path), "graph input file", INPUT_MAX_BYTES)
+    if not isinstance(obj, dict):
+        raise GraphInputError(f"graph input file {str(path)!r} must be a JSON object with 'npu_path' "
+                              f"(and 'bench_path' to compare)")
+    unknown = sorted(set(obj) - set(ALLOWED_KEYS))
+    if unknown:
+        raise GraphInputError(f"graph input file {str(path)!r}: unknown key {unknown[0]!r}; allowed: "
+                              f"{', '.join(ALLOWED_KEYS)}")
+    npu = _directory(obj, "npu_path", path, required=True)
+    bench = _directory(obj, "bench_path", path, required=False)
+    return npu, bench  # type: ignore[return-value]
+
+
+def _directory(obj: dict, key: str, source: str | Path, required: bool) -> Path | None:
+    raw = obj.get(key)
+    if raw is None and not required:
+        return None
+    if not isinstance(raw, str) or not raw:
+        raise GraphInputError(f"graph input file {str(source)!r}: {key!r} is {raw!r}; expected the path of a dump "
+                              f"directory (a rank directory, or a directory of rank{{N}} or step{{N}} directories)")
+    path = Path(raw)
+    if not path.is_absolute() and not path.exists() and (Path(source).parent / path).exists():
+        path = Path(source).parent / path
+    if not path.is_dir():
+        raise GraphInputError(f"{key} {raw!r} is not a directory; give the directory that holds dump.json "
+                              f"(or its rank{{N}} / step{{N}} directories)")
+    return path
+
+
+def layout(path: Path) -> str:
+    """files (one rank), ranks or steps: 1.1.1's rule, with our single-device ``rank`` directory allowed."""
+    contents = sorted(path.iterdir())
+    if not contents:
+        raise GraphInputError(f"{str(path)!r} is empty: no dump.json and no rank or step directories")
+    if (path / TENSOR_DIR).is_dir() or (path / "dump.json").is_file():
+        return FILES
+    directories = [item.name for item in contents if item.is_dir()]
+    if not directories:
+        return FILES
+    if all(_RANK.match(name) for name in directories):
+        return RANKS
+    if all(_STEP.match(name) for name in directories):
+        return STEPS
+    raise GraphInputError(f"{str(path)!r} holds {', '.join(directories)}: expected only rank{{N}} directories, "
+                          f"only step{{N}} directories, or a rank directory's files (dump.json, stack.json, "
+                          f"construct.json)")
+
+
+def _subdirs(path: Path, pattern: re.Pattern) -> list[str]:
+    return sorted((item.name for item in path.iterdir() if item.is_dir() and pattern.match(item.name)),
+                  key=lambda name: (len(name), name))
+
+
+def jobs(npu: Path, bench: Path | None, timestamp: str) -> list[Job]:
+    """The graphs to write, named as 1.1.1 names them (``build_{step}_{rank}_{time}``)."""
+    kind = "compare" if bench is not None else "build"
+    shape = layout(npu)
+    if bench is not None and layout(bench) != shape:
+        raise GraphInputError(f"npu_path {str(npu)!r} is laid out as {shape} but bench_path {str(bench)!r} as "
+                              f"{layout(bench)}: give the same kind of directory on both sides")
+    if shape == FILES:
+        return [Job(npu, bench, f"{kind}_{timestamp}")]
+    if shape == RANKS:
+        return _pairs(npu, bench, _RANK, lambda rank: f"{kind}_{rank}_{timestamp}")
+    found: list[Job] = []
+    for step_name, npu_step, bench_step in _named_pairs(npu, bench, _STEP):
+        found += _pairs(npu_step, bench_step, _RANK, lambda rank, s=step_name: f"{kind}_{s}_{rank}_{timestamp}")
+    return found
+
+
+def _named_pairs(npu: Path, bench: Path | None, pattern: re.Pattern) -> list[tuple[str, Path, Path | None]]:
+    names = _subdirs(npu, pattern)
+    if bench is not None:
+        other = _subdirs(bench, pattern)
+        if names != other:
+            raise GraphInputError(f"npu_path {str(npu)!r} has {', '.join(names) or 'nothing'} but bench_path "
+                                  f"{str(bench)!r} has {', '.join(other) or 'nothing'}: the two runs must have the "
+                                  f"same rank and step directories")
+    return [(name, npu / name, bench / name if bench is not None else None) for name in names]
+
+
+def _pairs(npu: Path, bench: Path | None, pattern: re.Pattern, stem) -> list[Job]:
+    return [Job(n, b, stem(name)) for name, n, b in _named_pairs(npu, bench, pattern)]

@@ -1,0 +1,97 @@
+"""One ``graph`` run: for each rank directory, read the dump, build the graph (and compare it), mark
+overflows, and write the ``.vis`` document and its HTML view side by side."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from msprobe.core.compare.engine import CompareOptions, TensorLoader
+from msprobe.core.compare.reader import read_construct, read_dump, read_stack
+from msprobe.core.fileio import atomic_write_text, make_dir
+from msprobe.core.graph import html
+from msprobe.core.graph.compare import compare_graphs
+from msprobe.core.graph.inputs import Job, jobs, read_input
+from msprobe.core.graph.overflow import mark_overflow
+from msprobe.core.graph.tree import MODULE, Graph, assign_micro_steps, build_graph
+from msprobe.core.graph.vis import build_document, compare_document, first_suspect, suggest
+from msprobe.core.log import logger
+from msprobe.core.writers import write_json_atomic
+
+
+@dataclass(frozen=True)
+class Written:
+    vis: Path
+    html: Path
+
+
+def _load_side(rank_dir: Path, what: str):
+    dump = read_dump(rank_dir / "dump.json", f"{what} dump.json")
+    stack_file = rank_dir / "stack.json"
+    stacks = read_stack(stack_file) if stack_file.is_file() else {}
+    construct = read_construct(dump)
+    graph = build_graph(dump.entries, construct, stacks, _data_dir(dump.entries, rank_dir))
+    if graph.inferred:
+        logger.warning("%s %s has no module entries (level L1): APIs are grouped by the forward/construct frames "
+                       "of their stacks, which is approximate; dump at level mix for the real module tree",
+                       what, rank_dir)
+    elif not any(n.kind == MODULE for n in graph.root.subnodes) and dump.entries:
+        logger.warning("%s %s has no module entries and no stacks: the APIs are shown in call order under the "
+                       "root", what, rank_dir)
+    return dump, stacks, graph
+
+
+def _data_dir(entries: dict, rank_dir: Path) -> str | None:
+    tensor_dir = rank_dir / "dump_tensor_data"
+    return str(tensor_dir.resolve()) if tensor_dir.is_dir() and entries else None
+
+
+def graph_one(job: Job, output: Path, loader: TensorLoader, options: CompareOptions, overflow: bool) -> Written:
+    npu_dump, stacks, npu_graph = _load_side(job.npu, "npu_path")
+    title = str(job.npu)
+    if job.bench is None:
+        steps = assign_micro_steps(npu_graph)
+        critical = mark_overflow(npu_graph) if overflow else []
+        document = build_document(npu_graph, steps)
+        view = html.View("build", npu_graph, None, None, critical[0] if critical else None, title)
+    else:
+        bench_dump, _, bench_graph = _load_side(job.bench, "bench_path")
+        comparison = compare_graphs(npu_graph, bench_graph, npu_dump, bench_dump, loader, options, stacks)
+        suggest(npu_graph, comparison.mode)
+        steps = assign_micro_steps(npu_graph)
+        _bench_micro_steps(bench_graph)
+        critical = mark_overflow(npu_graph) if overflow else []
+        if overflow:
+            mark_overflow(bench_graph)
+        document = compare_document(npu_graph, bench_graph, comparison.mode, steps)
+        first = comparison.first_divergence.entry if comparison.first_divergence else None
+        first = first if first in npu_graph.nodes else first_suspect(npu_graph, npu_dump.entries, comparison.mode)
+        view = html.View(comparison.mode, npu_graph, bench_graph, first,
+                         critical[0] if critical else None, f"{job.npu} vs {job.bench}")
+    vis_path, html_path = output / f"{job.stem}.vis", output / f"{job.stem}.html"
+    write_json_atomic(vis_path, document)
+    atomic_write_text(html_path, html.render(view))
+    return Written(vis_path, html_path)
+
+
+def _bench_micro_steps(bench: Graph) -> None:
+    """Bench root children take their match's micro step, the unmatched ones the step before them."""
+    step = 0
+    for node in bench.root.subnodes:
+        if node.partner is not None and node.partner.micro_step is not None:
+            step = node.partner.micro_step
+        node.micro_step = step
+
+
+def run_graph(input_path: str | Path, output: str | Path, loader: TensorLoader, options: CompareOptions,
+              overflow: bool = False) -> list[Written]:
+    npu, bench = read_input(input_path)
+    todo = jobs(npu, bench, time.strftime("%Y%m%d%H%M%S"))
+    out = make_dir(output)
+    written = []
+    for job in todo:
+        logger.info("graph: %s %s", "comparing" if job.bench else "building", job.npu)
+        written.append(graph_one(job, out, loader, options, overflow))
+        logger.info("graph written: %s (open %s in a browser)", written[-1].vis, written[-1].html.name)
+    return written

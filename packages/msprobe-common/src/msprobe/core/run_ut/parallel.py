@@ -1,0 +1,122 @@
+"""``multi_run_ut`` without a framework: split the selected APIs into parts, run each part in its own
+process, merge the parts' reports in order and gather their error data.
+
+A framework's ``multi_run_ut`` selects the APIs (its own reader, lists, ``-f``), then calls
+:func:`run_parts` with a *part runner*: a picklable callable ``runner(part_dir, apis) -> (judged, error)``
+that runs its ``run_ut`` on ``apis`` (row names, ``Functional.linear.0``) writing the three report files
+into ``part_dir``, and returns how many APIs it judged and an error message (``None`` when fine).
+Processes are started with ``spawn``: torch and MindSpore do not survive ``fork``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
+
+from msprobe.core.log import logger
+from msprobe.core.run_ut.report import DEFAULT_DETAILS, DetailsLayout, merge_parts
+
+MAX_PARTS = 64
+DEFAULT_PARTS = 8
+PartRunner = Callable[[str, list[str]], tuple[int, "str | None"]]
+
+
+class PartError(RuntimeError):
+    """A part failed (its own error, e.g. a missing tensor file, or its process died)."""
+
+
+def parts_arg(text: str) -> int:
+    """argparse type of ``-n``: an integer in 1..MAX_PARTS."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 1 <= value <= MAX_PARTS:
+        raise argparse.ArgumentTypeError(f"{value} is not in 1..{MAX_PARTS}")
+    return value
+
+
+def add_parts_option(parser: argparse.ArgumentParser) -> None:
+    """The ``-n/--num_splits`` flag, as every framework's ``multi_run_ut`` spells it."""
+    parser.add_argument("-n", "--num_splits", dest="parts", type=parts_arg, default=None,
+                        help=f"number of parts, each run in its own process (1..{MAX_PARTS}; default "
+                             f"{DEFAULT_PARTS}, at most the number of APIs and of CPUs)")
+
+
+def split_parts(items: Sequence[str], parts: int) -> list[list[str]]:
+    """``items`` in ``parts`` contiguous, non-empty chunks whose sizes differ by at most one (fewer
+    chunks when there are fewer items; one empty chunk when there are none)."""
+    items = list(items)
+    parts = max(1, min(parts, len(items)))
+    size, extra = divmod(len(items), parts)
+    chunks, start = [], 0
+    for k in range(parts):
+        end = start + size + (1 if k < extra else 0)
+        chunks.append(items[start:end])
+        start = end
+    return chunks
+
+
+def plan_parts(items: Sequence[str], parts: int | None = None) -> list[list[str]]:
+    """The chunks :func:`run_parts` runs: ``parts`` (default ``min(DEFAULT_PARTS, CPUs)``) split by
+    :func:`split_parts` — for a caller that places each part (e.g. on its own device) beforehand."""
+    return split_parts(items, parts if parts is not None else min(DEFAULT_PARTS, os.cpu_count() or 1))
+
+
+def move_error_data(part_dirs: Sequence[Path], target: Path) -> None:
+    """Move every part's ``error_data/<API>/`` folder to ``target/<API>/`` (replacing an older one)."""
+    for d in part_dirs:
+        source = Path(d) / "error_data"
+        if not source.is_dir():
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        for item in sorted(source.iterdir()):
+            dest = target / item.name
+            if dest.exists():
+                shutil.rmtree(dest)
+            shutil.move(str(item), str(dest))
+
+
+def run_parts(runner: PartRunner, selected: Sequence[str], output_dir: str | os.PathLike, *,
+              parts: int | None = None, csv_path: str | os.PathLike | None = None,
+              error_data_dir: str | os.PathLike | None = None, details: DetailsLayout = DEFAULT_DETAILS,
+              **info: Any) -> tuple[dict[str, Any], int]:
+    """Run ``selected`` (row names, in the dump's order) in ``parts`` processes (default
+    ``min(DEFAULT_PARTS, CPUs)``, never more than the APIs) and merge their reports into
+    ``output_dir`` (or, resuming, into ``csv_path`` and its details CSV). The parts write into a
+    temporary folder ``output_dir/.multi_run_ut_*/part_K/``, removed afterwards, also on failure.
+    ``error_data_dir``: where the parts' ``error_data/`` folders are moved (``None``: not saved).
+    ``details``: the parts' details CSV layout (a framework's own, as its ``run_ut`` writes it).
+    ``info`` goes into the merged summary. Returns (merged summary, APIs judged); raises
+    :class:`PartError` naming the failing part(s)."""
+    chunks = plan_parts(selected, parts)
+    out = Path(csv_path).parent if csv_path is not None else Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=".multi_run_ut_", dir=out))
+    try:
+        dirs = [temp / f"part_{k}" for k in range(len(chunks))]
+        logger.info("multi_run_ut: %d APIs in %d parts", len(selected), len(chunks))
+        with ProcessPoolExecutor(len(chunks), mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(runner, str(d), chunk) for d, chunk in zip(dirs, chunks)]
+            try:
+                outcomes = [f.result() for f in futures]
+            except BrokenProcessPool as exc:
+                raise PartError(f"a part's process died: {exc}") from None
+        errors = [f"part {k}: {msg}" for k, (_, msg) in enumerate(outcomes) if msg]
+        if errors:
+            raise PartError("; ".join(errors))
+        checked = sum(n for n, _ in outcomes)
+        summary = merge_parts(dirs, out, csv_path, details, parts=len(chunks), checked=checked, **info)
+        if error_data_dir is not None:
+            move_error_data(dirs, Path(error_data_dir))
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    return summary, checked

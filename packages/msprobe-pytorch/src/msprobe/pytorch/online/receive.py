@@ -1,0 +1,91 @@
+"""``msprobe -f pytorch run_ut -config cfg.json`` with ``run_ut.is_online: true``: the receiver.
+
+Listens where the ``run_ut`` section says (``host``/``port`` with ``tls_path``, or ``nfs_path``),
+replays what the ``rank_list`` ranks send with run_ut's engine in worker processes, writes the reports
+per step and rank under ``-o`` and exits when every rank has stopped (docs/run_ut_online.md).
+
+Exit codes as ``run_ut``: 0 at least one API judged, 1 none, 2 bad input (a config, TLS file or
+setting that cannot work, a port in use); SIGINT/SIGTERM end the run early with the summary.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import threading
+from typing import Any
+
+from msprobe.core.log import logger
+from msprobe.core.online.receiver import Intake, Receiver, ReplayPool
+from msprobe.core.online.settings import SettingError, online_settings
+from msprobe.core.online.transport import DirWatcher, TcpServer, tls_context
+from msprobe.core.online.wire import Limits
+
+
+def receive_if_online(config_path: str, out_path: str, device: str) -> int | None:
+    """The receiver's exit code when the config's ``run_ut`` section has ``is_online: true``, else None."""
+    from msprobe.core.config import load_config
+    from msprobe.pytorch.run_ut.replay import load_run_ut_section
+
+    section = load_config(config_path, framework="pytorch", task="run_ut").section
+    if not section.is_online:
+        return None
+    lists = load_run_ut_section(config_path)  # the white/black lists, checked against the API table
+    return receive(section, out_path, device, lists.white_list, lists.black_list)
+
+
+def receive(section: Any, out_path: str, device: str = "cpu", white_list: tuple[str, ...] = (),
+            black_list: tuple[str, ...] = ()) -> int:
+    """Run the receiver of a ``run_ut`` section (``is_online`` true) until every rank stopped."""
+    from msprobe.pytorch.online.replay import replay_frames, warm_up
+    from msprobe.pytorch.run_ut.inputs import RunUtError
+    from msprobe.pytorch.run_ut.replay import check_device
+
+    try:
+        settings = online_settings()
+        check_device(device)
+        limits = Limits.from_megabytes(settings.max_message_mb)
+        context = None if section.nfs_path else tls_context(section.tls_path, section.host, server=True,
+                                                             field="run_ut.tls_path")
+    except (SettingError, RunUtError, ValueError) as exc:
+        logger.error("run_ut online: %s", exc)
+        return 2
+    workers = settings.workers or os.cpu_count() or 1
+    replay = functools.partial(replay_frames, device=device, max_message_mb=settings.max_message_mb,
+                               white_list=white_list, black_list=black_list)
+    pool = ReplayPool(workers, replay, initializer=warm_up)
+    intake = Intake(section.rank_list, pool.submit)
+    try:
+        if section.nfs_path:
+            transport: Any = DirWatcher(section.nfs_path, limits, intake)
+            where = f"shared directory {section.nfs_path}"
+        else:
+            transport = TcpServer(section.host, section.port, context, limits, intake)
+            where = f"{section.host}:{transport.port} ({'TLS' if context else 'plain TCP, loopback'})"
+    except (OSError, ValueError) as exc:
+        pool.close()
+        logger.error("run_ut online: cannot listen: %s", exc)
+        return 2
+    stop = threading.Event()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # signal handlers: main thread only
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    logger.info("run_ut online: receiving ranks %s on %s, %d replay processes, reports under %s",
+                sorted(section.rank_list), where, workers, out_path)
+    receiver = Receiver(out_path, intake, pool, {"device": device, "mode": "online", "source": where})
+    try:
+        summary = receiver.run(stop.is_set)
+    finally:
+        transport.close()
+        pool.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    logger.info("run_ut online: %d records, %d replayed, %d APIs judged, %d malformed skipped, dropped by the "
+                "senders %s; summary in %s", summary["records"], summary["replayed"], summary["checked"],
+                summary["malformed"], summary["dropped_by_senders"] or 0, os.path.join(out_path,
+                                                                                     "online_summary.json"))
+    if stop.is_set():
+        logger.warning("run_ut online: interrupted before every rank stopped (stopped: %s)",
+                       summary["stopped_ranks"])
+    return 0 if receiver.checked else 1
