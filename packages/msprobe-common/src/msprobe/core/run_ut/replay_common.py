@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import zlib
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from msprobe.core.compare.reader import DumpFile, load_json_file
+from msprobe.core.compare.reader import CompareError, DumpFile, load_json_file, read_dump
+from msprobe.core.run_ut.report import ApiRow, read_done
 
 # The "type" a dump.json gives a tensor value, in either framework.
 TENSOR_TYPES = frozenset({
@@ -36,6 +39,16 @@ RANDOM_APIS = frozenset({
     "bernoulli", "multinomial", "normal", "uniform", "exponential", "geometric", "cauchy", "log_normal", "random",
     "poisson", "gumbel_softmax", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
 })
+
+
+@dataclass
+class RunUtResult:
+    """What a run did: the report's summary (counts, seed, bench, paths), how many APIs were judged, and
+    the rows."""
+
+    summary: dict[str, Any]
+    checked: int
+    rows: list[ApiRow] = field(default_factory=list)
 
 
 class RunUtError(ValueError):
@@ -64,6 +77,15 @@ def base_api(api: str) -> str:
     """The bare lower-case name, a trailing in-place ``_`` dropped (``add_`` → ``add``)."""
     name = api.split(".")[-1].lower()
     return name[:-1] if name.endswith("_") and not name.endswith("__") else name
+
+
+def is_inplace(api: str) -> bool:
+    """Whether the API writes into its first argument (``add_``, ``__iadd__``, ``__setitem__``): it is
+    replayed on copies of its inputs, and its backward is not replayed."""
+    name = api.split(".")[-1]
+    if name.startswith("__"):
+        return name.startswith("__i") and name not in ("__invert__", "__index__", "__int__") or name == "__setitem__"
+    return name.endswith("_")
 
 
 def dedupe_key(prefix: str, api: str, entry: Mapping[str, Any]) -> str:
@@ -109,6 +131,27 @@ def select_apis(entries: Mapping[str, Any], done: Collection[str] = (), white_li
             seen.add(key)
         selected.append(name)
     return selected
+
+
+def rows_to_check(api_info: str | os.PathLike, csv_path: str | os.PathLike | None = None,
+                  white_list: Collection[str] = (), black_list: Collection[str] = (),
+                  filter_duplicates: bool = False) -> list[str]:
+    """The rows (``Mint.add.0``) a run over ``api_info`` checks (:func:`select_apis`, less the APIs already
+    in the result CSV ``csv_path``): what ``multi_run_ut`` splits into parts. A :class:`RunUtError` for a
+    dump.json that cannot be read."""
+    try:
+        dump = read_dump(api_info, "api_info")
+    except CompareError as exc:
+        raise RunUtError(str(exc)) from None
+    done = read_done(csv_path) if csv_path is not None else set()
+    selected = select_apis(dump.entries, done, white_list, black_list, filter_duplicates)
+    return [name.removesuffix(".forward") for name in selected]
+
+
+def error_data_dir(output_dir: str | os.PathLike, error_data_path: str | os.PathLike | None) -> Path:
+    """Where ``-save_error_data`` writes: ``error_data_path`` (the config's, as given: relative to the
+    working directory) or, when not set, ``<output_dir>/error_data``."""
+    return Path(error_data_path) if error_data_path is not None else Path(output_dir) / "error_data"
 
 
 def tensor_dir(dump: DumpFile) -> Path:

@@ -102,27 +102,18 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
                  error_data_path: str | os.PathLike | None = None) -> tuple[dict[str, Any], int]:
     """``run_ut`` over ``parts`` processes (:func:`msprobe.core.run_ut.parallel.run_parts`), one merged
     report; returns (the merged summary, APIs judged). Raises ``RunUtError``/``ReportError``/``PartError``."""
-    from msprobe.core.compare.reader import CompareError, read_dump
     from msprobe.core.run_ut.parallel import run_parts
-    from msprobe.core.run_ut.replay_common import RunUtError, select_apis
-    from msprobe.core.run_ut.report import read_done
+    from msprobe.core.run_ut.replay_common import error_data_dir, rows_to_check
     from msprobe.mindspore.run_ut.details import MINDSPORE_DETAILS
     from msprobe.mindspore.run_ut.replay import DEFAULT_SEED, choose_bench
 
     seed = DEFAULT_SEED if seed is None else seed
     chosen = choose_bench(bench)  # decided once: every part uses the same bench
-    try:
-        dump = read_dump(api_info, "api_info")
-    except CompareError as exc:
-        raise RunUtError(str(exc)) from None
-    done = read_done(csv_path) if csv_path is not None else set()
-    selected = [n.removesuffix(".forward")
-                for n in select_apis(dump.entries, done, white_list, black_list, filter_duplicates)]
+    selected = rows_to_check(api_info, csv_path, white_list, black_list, filter_duplicates)
     runner = functools.partial(_run_part, str(api_info), chosen, save_error_data, seed)
     out = Path(csv_path).parent if csv_path is not None else Path(output_dir)
     return run_parts(runner, selected, output_dir, parts=parts, csv_path=csv_path,
-                     error_data_dir=(Path(error_data_path) if error_data_path is not None else out / "error_data")
-                     if save_error_data else None,
+                     error_data_dir=error_data_dir(out, error_data_path) if save_error_data else None,
                      details=MINDSPORE_DETAILS, filter_duplicates=filter_duplicates)
 
 

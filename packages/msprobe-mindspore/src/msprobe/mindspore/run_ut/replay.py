@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,11 @@ from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_sect
 from msprobe.core.run_ut.replay_common import (
     RANDOM_APIS,
     RunUtError,
+    RunUtResult,
     Unreplayable,
     base_api,
+    error_data_dir,
+    is_inplace,
     rng_for,
     select_apis,
     split_name,
@@ -57,22 +59,6 @@ SUPPORTED_TENSOR_APIS = frozenset("""
     __pow__ __getitem__ __setitem__ __eq__ __ne__ __gt__ __ge__ __lt__ __le__ __iadd__ __isub__ __imul__
     __itruediv__
 """.split())
-
-
-@dataclass
-class RunUtResult:
-    """What a run did: the report's summary (counts, seed, bench, paths) and how many APIs were judged."""
-
-    summary: dict[str, Any]
-    checked: int
-    rows: list[ApiRow] = field(default_factory=list)
-
-
-def is_inplace(api: str) -> bool:
-    name = api.split(".")[-1]
-    if name.startswith("__"):
-        return name in ("__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__")
-    return name.endswith("_")
 
 
 def torch_available() -> bool:
@@ -316,8 +302,7 @@ def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, 
     """
     chosen = choose_bench(bench)
     out = Path(csv_path).parent if csv_path is not None else Path(output_dir)
-    error_dir = (Path(error_data_path) if error_data_path is not None else out / "error_data") \
-        if save_error_data else None
+    error_dir = error_data_dir(out, error_data_path) if save_error_data else None
     replayer = Replayer(api_info, chosen, seed, api_override, error_dir)
     report = Report(out, csv_path, MINDSPORE_DETAILS)
     entries = replayer.dump.entries

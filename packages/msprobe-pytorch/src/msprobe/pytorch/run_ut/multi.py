@@ -54,23 +54,16 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
     """Run ``run_ut`` over ``parts`` processes (default ``min(8, APIs, CPUs)``) and merge the reports;
     returns (the merged summary, APIs judged). ``devices``: part K runs on ``devices[K % len]`` (default:
     every part on ``device``). Raises ``RunUtError``/``ReportError`` for bad input."""
-    from msprobe.core.compare.reader import CompareError, read_dump
     from msprobe.core.run_ut.parallel import PartError, plan_parts, run_parts
-    from msprobe.core.run_ut.report import read_done
+    from msprobe.core.run_ut.replay_common import error_data_dir, rows_to_check
     from msprobe.pytorch.run_ut.inputs import RunUtError
-    from msprobe.pytorch.run_ut.replay import DEFAULT_SEED, check_device, error_data_dir, select_apis
+    from msprobe.pytorch.run_ut.replay import DEFAULT_SEED, check_device
 
     seed = DEFAULT_SEED if seed is None else seed
     devices = list(devices or [device])
     for name in devices:
         check_device(name)
-    try:
-        dump = read_dump(api_info, "api_info")
-    except CompareError as exc:
-        raise RunUtError(str(exc)) from None
-    done = read_done(csv_path) if csv_path is not None else set()
-    selected = [n.removesuffix(".forward")
-                for n in select_apis(dump.entries, done, white_list, black_list, filter_duplicates)]
+    selected = rows_to_check(api_info, csv_path, white_list, black_list, filter_duplicates)
     out = Path(csv_path).parent if csv_path is not None else Path(output_dir)
     chunks = plan_parts(selected, parts)
     device_of = {chunk[0]: devices[k % len(devices)] for k, chunk in enumerate(chunks) if chunk}

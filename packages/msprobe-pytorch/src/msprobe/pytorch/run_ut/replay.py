@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,10 @@ from msprobe.core.run_ut import ERROR, PASS, SKIP, api_status, judge_output
 from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section
 from msprobe.core.run_ut.replay_common import (
     RANDOM_APIS,
+    RunUtResult,
     base_api,
+    error_data_dir,
+    is_inplace,
     is_tensor_value,
     rng_for,
     select_apis,
@@ -43,22 +45,6 @@ DEFAULT_SEED = 1234
 REPLAYED_PREFIXES = ("Torch", "Tensor", "Functional", "VF", "NPU")
 _UPCAST = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}
 _LOW = (torch.float16, torch.bfloat16)
-
-
-@dataclass
-class RunUtResult:
-    """What a run did: the report's summary (counts, seed, paths) and how many APIs were judged."""
-
-    summary: dict[str, Any]
-    checked: int
-    rows: list[ApiRow] = field(default_factory=list)
-
-
-def is_inplace(api: str) -> bool:
-    name = api.split(".")[-1]
-    if name.startswith("__"):
-        return name.startswith("__i") and name not in ("__invert__", "__index__", "__int__") or name == "__setitem__"
-    return name.endswith("_")
 
 
 @lru_cache(maxsize=1)
@@ -417,12 +403,6 @@ def load_lists(config_path: str | os.PathLike | None) -> tuple[tuple[str, ...], 
     """white_list and black_list of the run_ut section of a config.json (checked: :func:`load_run_ut_section`)."""
     section = load_run_ut_section(config_path)
     return section.white_list, section.black_list
-
-
-def error_data_dir(output_dir: str | os.PathLike, error_data_path: str | os.PathLike | None) -> Path:
-    """Where ``-save_error_data`` writes: ``error_data_path`` (the config's, as given: relative to the
-    working directory) or, when not set, ``<output_dir>/error_data``."""
-    return Path(error_data_path) if error_data_path is not None else Path(output_dir) / "error_data"
 
 
 def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, device: str = "cpu",
