@@ -59,6 +59,9 @@ class NumpyTensorAdapter:
     def stats(self, tensor: np.ndarray) -> StatsHandle:
         return StatsHandle(array_stats(tensor))
 
+    def capture(self, tensor: np.ndarray) -> tuple[TensorRecord, StatsHandle]:
+        return self.describe(tensor), self.stats(tensor)
+
     def fetch(self, handles: list[StatsHandle]) -> list[TensorStats]:
         self.fetch_sizes.append(len(handles))
         return [handle.stats for handle in handles]

@@ -136,8 +136,7 @@ class EntryEncoder:
         def leaf(item: Any, path: tuple) -> Any:
             if not adapter.is_tensor(item):
                 return adapter.encode_other(item)
-            record = adapter.describe(item)
-            stats = adapter.stats(item)
+            record, stats = adapter.capture(item)
             if isinstance(stats, TensorStats):
                 record.stats = stats  # computed on the host already (a CPU run): nothing to wait for
             else:

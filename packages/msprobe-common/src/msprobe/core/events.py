@@ -87,6 +87,9 @@ class TensorAdapter(Protocol):
     def stats(self, tensor: Any) -> Any:
         """Launch the statistics of ``tensor`` on its device and return a handle; must not sync."""
 
+    def capture(self, tensor: Any) -> tuple[TensorRecord, Any]:
+        """``(describe(tensor), stats(tensor))``: what the encoder asks for every tensor it keeps."""
+
     def fetch(self, handles: list[Any]) -> list[TensorStats]:
         """Bring the statistics of many handles to the host in one transfer."""
 

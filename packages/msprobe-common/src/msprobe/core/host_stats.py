@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.core.records import TensorStats
+from msprobe.core.records import TensorRecord, TensorStats
 
 # The row a device reduction leaves: max, min, mean, norm, max over finite elements, min over finite
 # elements (for bool tensors: any, all, then zeros).
@@ -111,6 +111,10 @@ class StatsAdapterBase:
 
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, self.tensor_type)
+
+    def capture(self, tensor: Any) -> tuple[TensorRecord, StatsHandle | TensorStats]:
+        """:meth:`describe` and :meth:`stats` of one tensor (a framework may do both under one guard)."""
+        return self.describe(tensor), self.stats(tensor)
 
     def fetch(self, handles: Sequence[StatsHandle | TensorStats]) -> list[TensorStats]:
         """The statistics of ``handles`` in their order: the :class:`StatsHandle` values go to the host in

@@ -98,6 +98,17 @@ def _norm(flat: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     return torch.linalg.vector_norm(parts, dtype=torch.float64)
 
 
+class _DtypeNames(dict):
+    """``str(dtype)`` per dtype, made once (a handful of dtypes, named for every tensor of every entry)."""
+
+    def __missing__(self, dtype: torch.dtype) -> str:
+        self[dtype] = name = str(dtype)
+        return name
+
+
+_DTYPE_NAMES = _DtypeNames()
+
+
 class _Exact:
     """Context in which statistics see nothing of the user's numerics settings (module docstring);
     autocast is turned off on ``tensor``'s device (``None``: no autocast-affected work inside).
@@ -145,12 +156,20 @@ class TorchTensorAdapter(StatsAdapterBase):
 
     def describe(self, tensor: torch.Tensor) -> TensorRecord:
         with torch._C.DisableTorchFunction():  # even attribute reads reach a user's TorchFunctionMode
-            return TensorRecord(
-                type_name=self.type_name,
-                dtype=str(tensor.dtype),
-                shape=tuple(tensor.shape),
-                requires_grad=tensor.requires_grad,
-            )
+            return self._describe(tensor)
+
+    def _describe(self, tensor: torch.Tensor) -> TensorRecord:
+        return TensorRecord(self.type_name, _DTYPE_NAMES[tensor.dtype], tuple(tensor.shape), tensor.requires_grad)
+
+    def capture(self, tensor: torch.Tensor) -> tuple[TensorRecord, StatsHandle | TensorStats]:
+        """:meth:`describe` and :meth:`stats` at once: one guard for both (this runs for every tensor of
+        every entry), and none when the caller already hides everything (the sink runs inside
+        ``DisableTorchFunction``) and neither autocast nor a dispatch mode is on."""
+        if torch._C._is_torch_function_all_disabled() and not torch._C._is_any_autocast_enabled() \
+                and not torch._C._len_torch_dispatch_stack():
+            return self._describe(tensor), _remembered(self._recent, tensor, self._compute_stats)
+        with _Exact(tensor):
+            return self._describe(tensor), _remembered(self._recent, tensor, self._compute_stats)
 
     def __init__(self) -> None:
         # The output of one call is usually the input of the next: statistics of a tensor that has not
