@@ -13,6 +13,7 @@ on both sides and judged too. Files: :mod:`msprobe.core.run_ut.report` with the 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Collection, Mapping
 from functools import lru_cache
@@ -23,7 +24,7 @@ import numpy as np
 
 from msprobe.core.compare.reader import CompareError, read_dump
 from msprobe.core.log import logger
-from msprobe.core.run_ut import ERROR, PASS, SKIP, api_status, judge_output
+from msprobe.core.run_ut import ERROR, PASS, SKIP, WARNING, api_status, judge_output
 from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section
 from msprobe.core.run_ut.replay_common import (
     RANDOM_APIS,
@@ -317,7 +318,9 @@ def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, 
         if row.forward != SKIP or row.backward not in (SKIP, NOT_APPLICABLE):
             checked += 1
         report.add(row)
-        logger.info("run_ut: %s forward %s backward %s", row.name, row.forward, row.backward)
+        # a finding is worth a line as it happens; the rest is in the result CSV and the final summary
+        level = logging.INFO if {row.forward, row.backward} & {ERROR, WARNING} else logging.DEBUG
+        logger.log(level, "run_ut: %s forward %s backward %s", row.name, row.forward, row.backward)
     bench_text = ("PyTorch (CPU)" if chosen == "torch" else "MindSpore") + \
         ", float16/bfloat16 -> float32, float32 -> float64"
     summary = report.summary(api_info=str(api_info), task=replayer.dump.task, framework="mindspore",
