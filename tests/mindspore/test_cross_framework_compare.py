@@ -352,6 +352,7 @@ def test_port_pairs_the_right_rows_and_no_wrong_ones(dumps, tmp_path, model, tas
     result = compare({"npu_json_path": str(ms_json), "bench_json_path": str(pt_json)}, tmp_path, workers=1,
                      cell_mapping=_cell_map(tmp_path, model))
     ms_tensor_rows = [r for r in result.results if r.npu is not None and r.npu.is_tensor]
+    assert result.cross_framework and "slack 32 forward, 512 backward" in result.reports["html"].read_text()
     right = wrong = 0
     for row in result.results:
         if row.npu is None or row.bench is None:

@@ -207,11 +207,16 @@ def judge_results(results: list[RowResult], npu: DumpFile, bench: DumpFile, load
     if pending:
         compute_tensor_rows(results, pending, npu, bench, loader, options)
     unit = run_unit(results)
-    cross = npu.framework != bench.framework and None not in (npu.framework, bench.framework)
+    cross = is_cross_framework(npu, bench)
     for _, rows in group_by_entry(results):
         highlight_entry(rows)
         judge_entry(rows, unit, cross)
     return unit
+
+
+def is_cross_framework(npu: DumpFile, bench: DumpFile) -> bool:
+    """The two dumps come from different frameworks (MindSpore against PyTorch)."""
+    return npu.framework != bench.framework and None not in (npu.framework, bench.framework)
 
 
 def compare_dumps(
@@ -242,7 +247,7 @@ def compare_dumps(
         divergence = attributed.first_local.suspect if attributed.first_local else divergence
     stem = report_stem or f"compare_result_{time.strftime('%Y%m%d%H%M%S')}"
     result = CompareResult(npu.mode, results, divergence, {}, npu.path, bench.path, unit, optimizer,
-                           options.auto_analyze, attributed)
+                           options.auto_analyze, attributed, is_cross_framework(npu, bench))
     result.reports = write_reports(result, out, stem, options.with_stack, stacks)
     logger.info("compared %d rows in %.1f s", len(results), time.monotonic() - started)
     return result

@@ -30,7 +30,7 @@ from msprobe.core.compare.attribution import ErrorShare, describe
 from msprobe.core.compare.divergence import Divergence, worst_rows
 from msprobe.core.compare.escape import script_literal
 from msprobe.core.compare.result import CompareResult
-from msprobe.core.compare.rounding import BACKWARD_SLACK, FORWARD_SLACK, describe_unit
+from msprobe.core.compare.rounding import BACKWARD_SLACK, CROSS_FRAMEWORK_SLACK, FORWARD_SLACK, describe_unit
 from msprobe.core.compare.verdict import RowResult
 from msprobe.core.fileio import atomic_write_text
 
@@ -80,9 +80,12 @@ EXCESS_COLUMN = "Rounding excess"
 
 
 def _rule(result: CompareResult) -> str:
+    wider = CROSS_FRAMEWORK_SLACK if result.cross_framework else 1.0
+    why = f" ({wider:g} times the same-framework slacks: two implementations of each kernel)" if wider != 1 else ""
     return (f"A row differs beyond rounding when ‖NPU − bench‖ exceeds slack × u × its scale: u = "
-            f"{_e(describe_unit(result.unit))}, the coarsest dtype of the two dumps; slack {FORWARD_SLACK:g} forward, "
-            f"{BACKWARD_SLACK:g} backward (statistics: each of Max/Min/Mean/Norm against the tensor's scale).")
+            f"{_e(describe_unit(result.unit))}, the coarsest dtype of the two dumps; slack {FORWARD_SLACK * wider:g} "
+            f"forward, {BACKWARD_SLACK * wider:g} backward{why} (statistics: each of Max/Min/Mean/Norm against the "
+            f"tensor's scale).")
 
 
 def _entry_rows(found: Divergence) -> str:

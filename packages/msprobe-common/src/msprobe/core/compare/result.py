@@ -26,6 +26,7 @@ class CompareResult:
     optimizer: list[Divergence] = field(default_factory=list)  # diverging optimizer entries
     analyzed: bool = True  # False with -c: no first-divergence analysis was asked for
     attribution: Attribution | None = None  # --attribute: the replayed suspects (compare.attribution)
+    cross_framework: bool = False  # MindSpore against PyTorch: the rounding slacks are wider (compare.rounding)
 
     @property
     def not_compared(self) -> int:
