@@ -86,8 +86,7 @@ class TensorRecord:
         """The dump.json value: members in the order msprobe 1.1.1 writes them (``type``, ``dtype``,
         ``shape``, the statistics, ``requires_grad``, the finite extremes, ``md5``, ``data_name``)."""
         statistics, extremes = (self.stats or _NO_STATS).json_members()
-        text = f'{{"type": {_string(self.type_name)}, "dtype": {_string(self.dtype)}, "shape": {_shape(self.shape)}, '
-        text += statistics
+        text = _head(self.type_name, self.dtype, self.shape) + statistics
         if self.requires_grad is not None:
             text += ', "requires_grad": true' if self.requires_grad else ', "requires_grad": false'
         text += extremes
@@ -117,12 +116,8 @@ def _number(value: float | bool | None) -> str:
     return json.dumps(value)
 
 
-@functools.lru_cache(maxsize=256)
-def _string(value: str) -> str:
-    """A type or dtype name as JSON (a handful recur in every entry)."""
-    return json.dumps(value)
-
-
 @functools.lru_cache(maxsize=4096)
-def _shape(shape: tuple[int, ...]) -> str:
-    return json.dumps([int(n) for n in shape])
+def _head(type_name: str, dtype: str, shape: tuple[int, ...]) -> str:
+    """``{"type": ..., "dtype": ..., "shape": [...], `` — the same few recur in every step."""
+    shape_text = json.dumps([int(n) for n in shape])
+    return f'{{"type": {json.dumps(type_name)}, "dtype": {json.dumps(dtype)}, "shape": {shape_text}, '
