@@ -162,6 +162,15 @@ def test_records_render_non_finite_bool_and_missing_statistics_as_json_would():
     assert render(entry) == render(entry)  # the cached statistics text gives the same line again
 
 
+def test_keyword_arguments_named_type_and_value_render_their_tensors():
+    record = TensorRecord("t", "float32", (1,), None, TensorStats(1.0, 1.0, 1.0, 1.0))
+    for kwargs in ({"value": None, "input": record}, {"type": None, "value": record},
+                   {"type": encode_value("mean", no_leaf), "value": record}):
+        parsed = json.loads(render({"input_kwargs": kwargs}))["input_kwargs"]
+        tensors = [v for v in parsed.values() if isinstance(v, dict) and v.get("type") == "t"]
+        assert len(tensors) == 1 and tensors[0]["Max"] == 1.0
+
+
 def test_leaf_claims_come_first_even_for_containers():
     class Size(tuple):
         pass

@@ -93,8 +93,10 @@ def to_json_ready(encoded: Any) -> Any:
 
 
 def _is_scalar(value: dict) -> bool:
-    """An encoded Python value (``{"type": ..., "value": ...}``, no record inside): json writes it whole."""
-    return len(value) == 2 and "value" in value and not isinstance(value["value"], (list, dict, TensorRecord))
+    """An encoded Python value (``{"type": "int", "value": 3}``, no record inside): json writes it whole.
+    (A keyword-argument dict never matches: its values are encoded, never a bare string.)"""
+    return len(value) == 2 and isinstance(value.get("type"), str) and "value" in value \
+        and not isinstance(value["value"], (list, dict, TensorRecord))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -155,8 +157,8 @@ class EntryEncoder:
         When no statistic is pending (every one was computed on the host, as on a CPU run) the entry is
         rendered to its dump.json text at once: a string is all that waits for the writer, not the
         dicts, lists and records of the entry, which the garbage collector would otherwise walk and
-        promote until the end of the step (full collections of the user's whole heap, measured at a
-        third of the per-call cost on a small model)."""
+        promote until the end of the step (promotions bring full collections of the user's whole heap;
+        docs/performance.md)."""
         self._held.append((name, entry if self._handles else render(entry)))
         return len(self._held) >= self.batch
 

@@ -19,8 +19,11 @@ def _numpy_loader():
     return load_tensor
 
 
-COMMANDS: dict[str, Command] = {"compare": compare_command(_numpy_loader)}
-COMMANDS.update(run_ut=run_ut_command(), multi_run_ut=multi_run_ut_command())
-COMMANDS["graph"] = graph_command(_numpy_loader)
+COMMANDS: dict[str, Command] = {
+    "compare": compare_command(_numpy_loader),
+    "graph": graph_command(_numpy_loader),
+    "run_ut": run_ut_command(),
+    "multi_run_ut": multi_run_ut_command(),
+}
 # what this package publishes under the msprobe.frameworks entry point (pyproject.toml)
 FRAMEWORK = Framework(commands=COMMANDS, kit="msprobe.mindspore.kit:MindSporeKit")

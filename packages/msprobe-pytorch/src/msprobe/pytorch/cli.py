@@ -26,8 +26,11 @@ def _torch_replay():
     return TorchReplay()
 
 
-COMMANDS: dict[str, Command] = {"compare": compare_command(_torch_loader, _torch_replay), "run_ut": run_ut_command(),
-                                "multi_run_ut": multi_run_ut_command()}
-COMMANDS["graph"] = graph_command(_torch_loader)
+COMMANDS: dict[str, Command] = {
+    "compare": compare_command(_torch_loader, _torch_replay),
+    "graph": graph_command(_torch_loader),
+    "run_ut": run_ut_command(),
+    "multi_run_ut": multi_run_ut_command(),
+}
 # what this package publishes under the msprobe.frameworks entry point (pyproject.toml)
 FRAMEWORK = Framework(commands=COMMANDS, kit="msprobe.pytorch.kit:TorchKit")
