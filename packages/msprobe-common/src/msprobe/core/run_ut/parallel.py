@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.core.log import logger
-from msprobe.core.run_ut.report import DEFAULT_DETAILS, DetailsLayout, merge_parts
+from msprobe.core.run_ut.report import DEFAULT_DETAILS, DetailsLayout, merge_parts, report_dir
 
 MAX_PARTS = 64
 DEFAULT_PARTS = 8
@@ -98,7 +98,7 @@ def run_parts(runner: PartRunner, selected: Sequence[str], output_dir: str | os.
     ``info`` goes into the merged summary. Returns (merged summary, APIs judged); raises
     :class:`PartError` naming the failing part(s)."""
     chunks = plan_parts(selected, parts)
-    out = Path(csv_path).parent if csv_path is not None else Path(output_dir)
+    out = report_dir(output_dir, csv_path)
     out.mkdir(parents=True, exist_ok=True)
     temp = Path(tempfile.mkdtemp(prefix=".multi_run_ut_", dir=out))
     try:

@@ -28,7 +28,7 @@ import numpy as np
 
 from msprobe.core.compare.metrics import cosine
 from msprobe.core.run_ut import metrics as m
-from msprobe.core.run_ut.standards import ERROR, OutputVerdict, all_metrics
+from msprobe.core.run_ut.standards import ERROR, PASS, SKIP, OutputVerdict, all_metrics, api_status
 
 NOT_APPLICABLE = "N/A"
 RESULT_COLUMNS = ("API name", "Forward Test Success", "Backward Test Success", "Message")
@@ -82,6 +82,29 @@ class ApiRow:
     backward: str
     message: str = ""
     outputs: list[OutputRow] = field(default_factory=list)
+
+
+def api_row(name: str, forward: list[OutputRow], backward: tuple[str, list[OutputRow], str] | None) -> ApiRow:
+    """An API's row from its judged outputs: the forward status is the worst of ``forward``'s; ``backward``
+    is the replayed backward's (status, input-gradient rows, note), ``None`` when the dump has none; the
+    message names every output that did not pass."""
+    forward_status = api_status([o.verdict for o in forward])
+    messages = ["forward: no comparable output"] if forward_status == SKIP else []
+    outputs = list(forward)
+    backward_status = NOT_APPLICABLE
+    if backward is not None:
+        backward_status, rows, note = backward
+        outputs.extend(rows)
+        if note:
+            messages.append(f"backward: {note}")
+    messages.extend(f"{o.name}: {o.verdict.message}" for o in outputs
+                    if o.verdict.status not in (PASS, SKIP) and o.verdict.message)
+    return ApiRow(name, forward_status, backward_status, "; ".join(messages), outputs)
+
+
+def report_dir(output_dir: str | os.PathLike, resume_csv: str | os.PathLike | None) -> Path:
+    """Where a run's reports go: next to the result CSV it resumes, else ``output_dir`` (``-o``)."""
+    return Path(resume_csv).parent if resume_csv is not None else Path(output_dir)
 
 
 def _finite(value: float) -> float | None:

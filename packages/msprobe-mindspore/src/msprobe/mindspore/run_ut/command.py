@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-from pathlib import Path
 from typing import Any
 
 from msprobe.core.cli import Command
@@ -104,6 +103,7 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
     report; returns (the merged summary, APIs judged). Raises ``RunUtError``/``ReportError``/``PartError``."""
     from msprobe.core.run_ut.parallel import run_parts
     from msprobe.core.run_ut.replay_common import error_data_dir, rows_to_check
+    from msprobe.core.run_ut.report import report_dir
     from msprobe.mindspore.run_ut.details import MINDSPORE_DETAILS
     from msprobe.mindspore.run_ut.replay import DEFAULT_SEED, choose_bench
 
@@ -111,7 +111,7 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
     chosen = choose_bench(bench)  # decided once: every part uses the same bench
     selected = rows_to_check(api_info, csv_path, white_list, black_list, filter_duplicates)
     runner = functools.partial(_run_part, str(api_info), chosen, save_error_data, seed)
-    out = Path(csv_path).parent if csv_path is not None else Path(output_dir)
+    out = report_dir(output_dir, csv_path)
     return run_parts(runner, selected, output_dir, parts=parts, csv_path=csv_path,
                      error_data_dir=error_data_dir(out, error_data_path) if save_error_data else None,
                      details=MINDSPORE_DETAILS, filter_duplicates=filter_duplicates)

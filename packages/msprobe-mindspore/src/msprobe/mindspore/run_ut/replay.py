@@ -24,7 +24,7 @@ import numpy as np
 
 from msprobe.core.compare.reader import CompareError, read_dump
 from msprobe.core.log import logger
-from msprobe.core.run_ut import ERROR, PASS, SKIP, WARNING, api_status, judge_output
+from msprobe.core.run_ut import ERROR, SKIP, WARNING, api_status, judge_output
 from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section
 from msprobe.core.run_ut.replay_common import (
     RANDOM_APIS,
@@ -39,7 +39,7 @@ from msprobe.core.run_ut.replay_common import (
     split_name,
     tensor_dir,
 )
-from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, output_row
+from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, api_row, output_row, report_dir
 from msprobe.mindspore.run_ut.details import MINDSPORE_DETAILS
 from msprobe.mindspore.run_ut.sides import MindSporeSide, Side, round_to
 from msprobe.mindspore.run_ut.values import RECORDED, InputSource, Leaf, grad_slots, rebuild
@@ -192,22 +192,16 @@ class Replayer:
         if len(d_flat) != len(b_flat):
             return ApiRow(row_name, ERROR, SKIP if backward else NOT_APPLICABLE,
                           f"device gave {len(d_flat)} outputs, bench {len(b_flat)}")
-        outputs = [self._judge(f"{row_name}.forward.output.{i}", d, b) for i, (d, b) in enumerate(zip(d_flat, b_flat))]
-        forward = api_status([o.verdict for o in outputs])
-        messages = ["forward: no comparable output"] if forward == SKIP else []
-        backward_status = NOT_APPLICABLE
-        grads: tuple[list, list] = ([], [])
+        forward = [self._judge(f"{row_name}.forward.output.{i}", d, b) for i, (d, b) in enumerate(zip(d_flat, b_flat))]
+        replayed, grads = None, ([], [])
         if backward is not None:
-            backward_status, rows, note, grads = self._backward(row_name, api, backward, rng, args, kwargs,
-                                                                (device_func, bench_func, bench_kwargs))
-            outputs.extend(rows)
-            if note:
-                messages.append(f"backward: {note}")
-        messages.extend(f"{o.name}: {o.verdict.message}" for o in outputs
-                        if o.verdict.status not in (PASS, SKIP) and o.verdict.message)
-        if self.error_dir is not None and ERROR in (forward, backward_status):
+            status, rows, note, grads = self._backward(row_name, api, backward, rng, args, kwargs,
+                                                       (device_func, bench_func, bench_kwargs))
+            replayed = status, rows, note
+        row = api_row(row_name, forward, replayed)
+        if self.error_dir is not None and ERROR in (row.forward, row.backward):
             self._save(row_name, args, kwargs, d_flat, b_flat, grads)
-        return ApiRow(row_name, forward, backward_status, "; ".join(messages), outputs)
+        return row
 
     def _judge(self, name: str, d: Any, b: Any) -> OutputRow:
         dn, bn = self.device.to_numpy(d), self.bench.to_numpy(b)
@@ -302,7 +296,7 @@ def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, 
     unusable inputs.
     """
     chosen = choose_bench(bench)
-    out = Path(csv_path).parent if csv_path is not None else Path(output_dir)
+    out = report_dir(output_dir, csv_path)
     error_dir = error_data_dir(out, error_data_path) if save_error_data else None
     replayer = Replayer(api_info, chosen, seed, api_override, error_dir)
     report = Report(out, csv_path, MINDSPORE_DETAILS)

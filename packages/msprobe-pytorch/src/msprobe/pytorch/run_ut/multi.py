@@ -56,6 +56,7 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
     every part on ``device``). Raises ``RunUtError``/``ReportError`` for bad input."""
     from msprobe.core.run_ut.parallel import PartError, plan_parts, run_parts
     from msprobe.core.run_ut.replay_common import error_data_dir, rows_to_check
+    from msprobe.core.run_ut.report import report_dir
     from msprobe.pytorch.run_ut.inputs import RunUtError
     from msprobe.pytorch.run_ut.replay import DEFAULT_SEED, check_device
 
@@ -64,7 +65,7 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
     for name in devices:
         check_device(name)
     selected = rows_to_check(api_info, csv_path, white_list, black_list, filter_duplicates)
-    out = Path(csv_path).parent if csv_path is not None else Path(output_dir)
+    out = report_dir(output_dir, csv_path)
     chunks = plan_parts(selected, parts)
     device_of = {chunk[0]: devices[k % len(devices)] for k, chunk in enumerate(chunks) if chunk}
     runner = functools.partial(_run_part, str(api_info), device_of, devices[0], save_error_data, seed, jit_compile)

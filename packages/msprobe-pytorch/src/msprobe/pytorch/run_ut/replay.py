@@ -25,7 +25,7 @@ import torch
 
 from msprobe.core.compare.reader import CompareError, DumpFile, read_dump
 from msprobe.core.log import logger
-from msprobe.core.run_ut import ERROR, PASS, SKIP, WARNING, api_status, judge_output
+from msprobe.core.run_ut import ERROR, SKIP, WARNING, api_status, judge_output
 from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section
 from msprobe.core.run_ut.replay_common import (
     RANDOM_APIS,
@@ -39,7 +39,7 @@ from msprobe.core.run_ut.replay_common import (
     split_name,
     tensor_dir,
 )
-from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, output_row
+from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, api_row, output_row, report_dir
 from msprobe.pytorch.run_ut.inputs import RunUtError, TensorSource, Unreplayable, torch_dtype
 
 DEFAULT_SEED = 1234
@@ -207,27 +207,15 @@ class Replayer:
         ben = Side(torch.device("cpu"), base, needs_grad, autocast, upcast=True, inplace=inplace)
         d_out, d_flat = dev.run(device_func, args_v, kwargs_v, any(needs_grad))
         b_out, b_flat = ben.run(func, args_v, kwargs_v, any(needs_grad))
-        messages: list[str] = []
-        outputs: list[OutputRow] = []
         if len(d_flat) != len(b_flat):
             return ApiRow(row_name, ERROR, SKIP if backward else NOT_APPLICABLE,
                           f"device gave {len(d_flat)} outputs, bench {len(b_flat)}")
-        for i, (d, b) in enumerate(zip(d_flat, b_flat)):
-            outputs.append(self._judge(f"{row_name}.forward.output.{i}", d, b))
-        forward = api_status([o.verdict for o in outputs])
-        if forward == SKIP:
-            messages.append("forward: no comparable output")
-        backward_status = NOT_APPLICABLE
-        if backward is not None:
-            backward_status, grads_rows, note = self._backward(row_name, backward, rng, dev, ben, d_flat, b_flat)
-            outputs.extend(grads_rows)
-            if note:
-                messages.append(f"backward: {note}")
-        messages.extend(f"{o.name}: {o.verdict.message}" for o in outputs
-                        if o.verdict.status not in (PASS, SKIP) and o.verdict.message)
-        if self.error_dir is not None and ERROR in (forward, backward_status):
+        forward = [self._judge(f"{row_name}.forward.output.{i}", d, b) for i, (d, b) in enumerate(zip(d_flat, b_flat))]
+        replayed = None if backward is None else self._backward(row_name, backward, rng, dev, ben, d_flat, b_flat)
+        row = api_row(row_name, forward, replayed)
+        if self.error_dir is not None and ERROR in (row.forward, row.backward):
             self._save(row_name, base, d_flat, b_flat, dev, ben)
-        return ApiRow(row_name, forward, backward_status, "; ".join(messages), outputs)
+        return row
 
     def _needs_grad(self, backward: dict, values: list[dict], base: list[torch.Tensor]) -> list[bool]:
         recorded = backward.get("output")
@@ -422,7 +410,7 @@ def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, 
     for unusable inputs.
     """
     dev = check_device(device)
-    out = Path(csv_path).parent if csv_path is not None else Path(output_dir)
+    out = report_dir(output_dir, csv_path)
     error_dir = error_data_dir(out, error_data_path) if save_error_data else None
     replayer, dump = replayer_for_dump(api_info, dev, seed, api_override, error_dir)
     tensor_mode = dump.task == "tensor"
