@@ -86,12 +86,6 @@ def render(encoded: Any) -> str:
     return json.dumps(encoded)
 
 
-def to_json_ready(encoded: Any) -> Any:
-    """An encoded value as plain JSON data (each record as its dump.json dict), by parsing what
-    :func:`render` writes: for the rare consumer that needs objects rather than text."""
-    return json.loads(render(encoded))
-
-
 def _is_scalar(value: dict) -> bool:
     """An encoded Python value (``{"type": "int", "value": 3}``, no record inside): json writes it whole.
     (A keyword-argument dict never matches: its values are encoded, never a bare string.)"""

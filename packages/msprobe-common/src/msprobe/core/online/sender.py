@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from msprobe.core.encode import to_json_ready
 from msprobe.core.log import logger
 from msprobe.core.online import wire
 from msprobe.core.online.transport import Link
@@ -217,8 +216,8 @@ class Sender:
             return None
         tensors = [self.to_wire(name, snapshot) for name, snapshot in item.tensors]
         try:
-            meta = to_json_ready(item.meta)  # the hooks left the tensor descriptions as objects: cheaper there
-            return wire.encode(Message(Kind.DATA, self.rank, item.step, self._next_seq(), meta, tensors),
+            # the hooks left the tensor descriptions as records (cheaper there); the wire renders them
+            return wire.encode(Message(Kind.DATA, self.rank, item.step, self._next_seq(), item.meta, tensors),
                                self.options.limits)
         except WireError as exc:  # larger than the maximum message size
             self._dropped_there += 1

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from msprobe.core.encode import render
+
 MAGIC = b"MSPO"
 VERSION = 1
 HEADER = struct.Struct(">4sHBBIIQQI")
@@ -131,7 +133,8 @@ def encode(message: Message, limits: Limits = Limits()) -> bytes:
         if len(t.data) != expected:
             raise WireError(f"tensor {t.name!r}: {len(t.data)} bytes for {t.dtype} {list(t.shape)} ({expected})")
         described.append({"name": t.name, "dtype": t.dtype, "shape": list(t.shape)})
-    text = json.dumps({"meta": message.meta, "tensors": described}, separators=(",", ":")).encode("utf-8")
+    # the meta may hold a dump entry's tensor records: rendered by the one dump.json renderer
+    text = f'{{"meta":{render(message.meta)},"tensors":{json.dumps(described, separators=(",", ":"))}}}'.encode()
     if len(text) > limits.max_json:
         raise WireError(f"description of {len(text)} bytes; at most {limits.max_json}")
     parts = [_JSON_LEN.pack(len(text)), text, *(t.data for t in message.tensors)]
