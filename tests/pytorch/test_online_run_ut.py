@@ -198,7 +198,7 @@ def test_tls_end_to_end_with_a_real_training_loop_and_faults(tmp_path, receivers
     assert list((tmp_path / "dump").rglob("*.json")) == []  # nothing dumped on the training side
 
 
-def test_shared_directory_end_to_end(tmp_path, monkeypatch):
+def test_shared_directory_end_to_end(tmp_path, monkeypatch, msprobe_log):
     """The receiver in a thread of this process (its replay still in a worker process)."""
     monkeypatch.setenv("MSPROBE_ONLINE_WORKERS", "1")
     nfs, out = tmp_path / "nfs", tmp_path / "out"
@@ -220,6 +220,9 @@ def test_shared_directory_end_to_end(tmp_path, monkeypatch):
     assert json.loads((out / "online_summary.json").read_text())["not_listed"] == 1
     assert not (out / "step0").exists()
     assert os.listdir(nfs) == []  # every file consumed
+    finished = [m for m in msprobe_log.messages if "msprobe has finished" in m]
+    assert finished and "sent to the run_ut receiver" in finished[-1]
+    assert "was written under" not in finished[-1]  # the dump collectors' words: nothing is written here
 
 
 # A receiver speaking the protocol without replaying (no torch to import: it starts at once), to be killed.
