@@ -50,12 +50,15 @@ def test_cyclic_garbage_older_than_the_window_is_reclaimed_after_it():
 
 
 def test_a_process_that_froze_objects_itself_is_left_alone():
+    # Frozen objects still die by reference counting, so the count can only shrink by itself: a freeze of
+    # ours would grow it, an unfreeze of ours would empty it.
     gc.freeze()
     own = gc.get_freeze_count()
     heap = FrozenHeap()
     heap.freeze()
+    assert 0 < gc.get_freeze_count() <= own
     heap.thaw()
-    assert gc.get_freeze_count() == own
+    assert 0 < gc.get_freeze_count() <= own
 
 
 def test_disabled_collector_is_left_alone():
