@@ -16,17 +16,16 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from msprobe.core.calls import CallReporter, Level
 from msprobe.core.config.frameworks import Capabilities, register_framework
 from msprobe.core.events import Call, CallSink
-from msprobe.core.fileio import write_file
 from msprobe.core.host_stats import array_stats
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.tensor_writer import FrozenTensor
 from msprobe.core.tree import tensors_in
 
 # ---------------------------------------------------------------------------------------------- adapter
@@ -72,9 +71,12 @@ class NumpyTensorAdapter:
     def snapshot(self, tensor: np.ndarray) -> np.ndarray:
         return tensor.copy()
 
-    def save(self, tensor: np.ndarray, path: Path) -> None:
-        array = np.ascontiguousarray(tensor)
-        write_file(path, lambda handle: np.save(handle, array, allow_pickle=False))
+    def freeze(self, tensor: np.ndarray, *, reuse: bool = True) -> FrozenTensor:
+        array = np.array(tensor, order="C", copy=True)
+        return FrozenTensor(array, array.nbytes)
+
+    def write_frozen(self, payload: np.ndarray, handle: BinaryIO) -> None:
+        np.save(handle, payload, allow_pickle=False)
 
     def encode_other(self, value: Any) -> Any:
         if isinstance(value, np.dtype):

@@ -171,7 +171,11 @@ def test_tensor_files_go_to_the_open_step(tmp_path):
     adapter = NumpyTensorAdapter()
     output = StepOutput(str(tmp_path), task="tensor", level="L1", framework="pytorch", with_tensors=True)
     output.open(3, None)
-    name = TensorFiles(adapter, output).save(np.arange(4.0), "Torch.add.0.forward", "output", (0,))
+    files = TensorFiles(adapter, output)
+    array = np.arange(4.0)
+    name = files.save(array, "Torch.add.0.forward", "output", (0,))
+    array[:] = -1  # changed in place after the call: the file has what the call saw
+    files.drain()
     assert name == "Torch.add.0.forward.output.0.npy"
     assert np.array_equal(np.load(step_dir(tmp_path, 3, None) / "dump_tensor_data" / name), np.arange(4.0))
 

@@ -11,7 +11,7 @@ is built here as four parts with one job each, used through their public methods
 
 - :class:`~msprobe.core.encode.EntryEncoder` — entry encoding with batched statistics;
 - :class:`ModuleSpans` — which module each entry runs in (construct.json) and the selector's spans;
-- :class:`TensorFiles` — the tensor files of kept entries;
+- :class:`TensorFiles` — the tensor files of kept entries (written by a background thread);
 - :class:`StepOutput` — the writer's life: one per step, closed at its end, aborted after a write error.
 
 :class:`Parts` wires them together once. A keep-policy is then a small collector over them:
@@ -30,6 +30,7 @@ from msprobe.core.events import Call, TensorAdapter
 from msprobe.core.naming import backward_name, tensor_file_name
 from msprobe.core.select import Selector
 from msprobe.core.stack import user_stack
+from msprobe.core.tensor_writer import TensorWriter
 from msprobe.core.writers import StepWriter
 
 T = TypeVar("T")
@@ -175,16 +176,25 @@ class StepOutput:
 
 class TensorFiles:
     """The tensor files of kept entries, in the open step's ``dump_tensor_data``, named after the entry
-    (:func:`~msprobe.core.naming.tensor_file_name`); dump.json names each in ``data_name``."""
+    (:func:`~msprobe.core.naming.tensor_file_name`); dump.json names each in ``data_name``. Written by a
+    :class:`~msprobe.core.tensor_writer.TensorWriter` thread; :meth:`drain` before the step's JSON
+    files close."""
 
     def __init__(self, adapter: TensorAdapter, output: StepOutput) -> None:
         self.adapter = adapter
         self.output = output
+        self.writer = TensorWriter(adapter)  # reads MSPROBE_TENSOR_QUEUE_MB now: a bad value fails at once
 
     def save(self, tensor: Any, entry: str, part: str, path: tuple) -> str:
         file_name = tensor_file_name(entry, part, path, self.adapter.tensor_suffix)
-        self.adapter.save(tensor, self.output.tensor_dir / file_name)
+        self.writer.save(tensor, self.output.tensor_dir / file_name)
         return file_name
+
+    def drain(self) -> None:
+        self.writer.drain()
+
+    def discard(self) -> None:
+        self.writer.discard()
 
 
 class Parts:
@@ -203,7 +213,8 @@ class Parts:
         with_md5: bool = False,
     ) -> None:
         self.output = StepOutput(dump_path, task=task, level=level, framework=framework, with_tensors=with_tensors)
-        save = TensorFiles(adapter, self.output).save if with_tensors else None
+        self.tensors = TensorFiles(adapter, self.output) if with_tensors else None
+        save = self.tensors.save if self.tensors is not None else None
         self.entries = EntryEncoder(adapter, with_md5=with_md5, save=save)
         self.spans = ModuleSpans(selector)
 
@@ -216,6 +227,8 @@ class Parts:
         """Fetch what is pending and finish this step's files."""
         if self.output.active:
             self.flush()
+            if self.tensors is not None:
+                self.tensors.drain()  # every tensor file on disk before dump.json names them
             self.output.close()
 
     def abort(self) -> None:
@@ -223,6 +236,8 @@ class Parts:
         removes its temporary files (files of earlier steps are untouched)."""
         self.entries.drop()
         self.spans.clear()
+        if self.tensors is not None:
+            self.tensors.discard()
         self.output.abort()
 
     def keep(self, name: str, entry: dict, parent: str | None) -> None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from msprobe.core.records import TensorRecord, TensorStats
 
@@ -99,8 +98,12 @@ class TensorAdapter(Protocol):
     def snapshot(self, tensor: Any) -> Any:
         """A detached copy that later in-place changes cannot reach (for saving inputs of in-place APIs)."""
 
-    def save(self, tensor: Any, path: Path) -> None:
-        """Write the tensor file (contiguous, on CPU) to ``path``."""
+    def freeze(self, tensor: Any, *, reuse: bool = True) -> Any:
+        """A :class:`~msprobe.core.tensor_writer.FrozenTensor`: a contiguous host copy for its file;
+        with ``reuse``, the same one again for the same unchanged tensor (where the framework can tell)."""
+
+    def write_frozen(self, payload: Any, handle: BinaryIO) -> None:
+        """Write a frozen copy's file content to ``handle`` (on the tensor writer's thread)."""
 
     def encode_other(self, value: Any) -> Any:
         """dump.json value for a framework object that is not a tensor (dtype, device, Size, process

@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import functools
 import math
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 import mindspore
 from mindspore import ops
-from msprobe.core.fileio import write_file
 from msprobe.core.host_stats import STAT_COUNT, StatsAdapterBase, StatsHandle, array_stats, crc32_hex
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.tensor_writer import FrozenTensor
 
 _FLOAT64_REDUCED = (mindspore.float64, mindspore.int8, mindspore.int16, mindspore.int32, mindspore.int64,
                     mindspore.uint8, mindspore.uint16, mindspore.uint32, mindspore.uint64)
@@ -73,11 +72,16 @@ class MindSporeTensorAdapter(StatsAdapterBase):
     def snapshot(self, tensor: mindspore.Tensor) -> mindspore.Tensor:
         return tensor.copy()
 
-    def save(self, tensor: mindspore.Tensor, path: Path) -> None:
+    def freeze(self, tensor: mindspore.Tensor, *, reuse: bool = True) -> FrozenTensor:
+        """A C-ordered numpy copy for :class:`~msprobe.core.tensor_writer.TensorWriter` (``reuse`` has no
+        effect: MindSpore tensors carry no version counter to tell an unchanged tensor by)."""
         if tensor.dtype == mindspore.bfloat16:
             tensor = tensor.astype(mindspore.float32)
-        array = np.ascontiguousarray(tensor.asnumpy())
-        write_file(path, lambda handle: np.save(handle, array, allow_pickle=False))  # temp file + rename
+        array = np.array(tensor.asnumpy(), order="C", copy=True)  # asnumpy() may share the tensor's memory
+        return FrozenTensor(array, array.nbytes)
+
+    def write_frozen(self, payload: np.ndarray, handle: BinaryIO) -> None:
+        np.save(handle, payload, allow_pickle=False)
 
     def encode_other(self, value: Any) -> Any:
         if isinstance(value, mindspore.dtype.Type):

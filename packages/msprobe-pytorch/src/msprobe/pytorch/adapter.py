@@ -23,13 +23,11 @@ norms (:func:`_norm`): a single float32 reduction drifts with the element count 
 from __future__ import annotations
 
 import weakref
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from msprobe.core.fileio import link_written, write_file
 from msprobe.core.host_stats import (
     STAT_COUNT,
     StatsAdapterBase,
@@ -39,6 +37,7 @@ from msprobe.core.host_stats import (
     with_finite_extremes,
 )
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.tensor_writer import FrozenTensor
 
 _RECENT_LIMIT = 4096  # tensors whose statistics are remembered for reuse
 
@@ -203,16 +202,21 @@ class TorchTensorAdapter(StatsAdapterBase):
         with torch.no_grad():
             return tensor.detach().clone()
 
-    def save(self, tensor: torch.Tensor, path: Path) -> None:
-        # The same unchanged tensor again: a second name for the file we wrote of it, when that file is
-        # still ours and in the same directory (link_written checks); otherwise it is written anew.
-        known = _known(self._saved, tensor)
-        if known is not None and link_written(known, path):
-            return
-        t = tensor.detach().cpu().contiguous()
-        if t.untyped_storage().nbytes() != t.numel() * t.element_size():
-            t = t.clone()  # a view: save its own elements, not the whole storage behind it
-        _remember(self._saved, tensor, write_file(path, lambda handle: torch.save(t, handle)))
+    def freeze(self, tensor: torch.Tensor, *, reuse: bool = True) -> FrozenTensor:
+        """A contiguous host copy of the tensor's own elements (a view's, not its whole storage), for
+        :class:`~msprobe.core.tensor_writer.TensorWriter`; the same one again for the same unchanged
+        tensor, so that its second file is a second name of the first."""
+        if reuse:
+            known = _known(self._saved, tensor)
+            if known is not None:
+                return known
+        copy = tensor.detach().to("cpu", memory_format=torch.contiguous_format, copy=True)
+        frozen = FrozenTensor(copy, copy.numel() * copy.element_size())
+        _remember(self._saved, tensor, frozen)
+        return frozen
+
+    def write_frozen(self, payload: torch.Tensor, handle: BinaryIO) -> None:
+        torch.save(payload, handle)
 
     def encode_other(self, value: Any) -> Any:
         if isinstance(value, torch.dtype):

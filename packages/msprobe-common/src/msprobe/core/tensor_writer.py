@@ -1,0 +1,179 @@
+"""Tensor files (task ``tensor``) written by a background thread, within a byte budget.
+
+Why a thread: a tensor file costs the training thread little to prepare (a host copy of the tensor)
+and much to write (creating the file, the bytes, the rename; ≈ 0.7 ms per file and the disk's
+bandwidth, docs/performance.md). The file system calls release the interpreter's lock, so a writer
+thread overlaps them with the training step. Why a copy: the tensor can change in place after the call
+(an optimizer step, an in-place activation); the copy is what the call saw.
+
+The promises of a synchronous write stay:
+
+- **bounded memory**: copies waiting for the writer hold at most ``MSPROBE_TENSOR_QUEUE_MB`` MiB; a
+  save beyond that waits on the training thread until the writer has caught up (a single larger
+  tensor waits until the queue is empty);
+- **files complete at the step's end**: :meth:`TensorWriter.drain` (called before dump.json is renamed
+  into place) returns when every file is on disk, so when ``stop()`` returns the step's files are there;
+- **write errors reach the training thread**: the first error of the writer is raised by the next
+  :meth:`~TensorWriter.save` or by :meth:`~TensorWriter.drain`, as a synchronous write raised it, and the
+  session's error handling (a full disk stops dumping, never the training) applies unchanged.
+
+An unchanged tensor saved again in the same directory (one call's output is the next call's input) gets
+a second name for its first file (:func:`~msprobe.core.fileio.link_written`), as before: the adapter
+hands back the same :class:`FrozenTensor` for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
+
+from msprobe.core.fileio import WrittenFile, link_written, write_file
+from msprobe.core.settings import IntSetting
+
+QUEUE_MB = IntSetting("MSPROBE_TENSOR_QUEUE_MB", 1024, 1, 1 << 20, "MiB of tensor copies waiting to be written")
+
+
+class FrozenTensor:
+    """A host copy of a tensor as a call saw it, and the first file written of it.
+
+    ``payload`` is the copy (what the adapter's serialiser writes); it is let go once its first file is
+    written, so memory is held only while a write waits. ``written`` is that first file, set by the
+    writer before ``payload`` is let go.
+    """
+
+    __slots__ = ("payload", "nbytes", "written", "queued")
+
+    def __init__(self, payload: Any, nbytes: int) -> None:
+        self.payload: Any = payload
+        self.nbytes = nbytes
+        self.written: WrittenFile | None = None
+        self.queued = False  # a first write of it was handed to the writer
+
+
+class FreezingAdapter(Protocol):
+    """What the writer needs of a framework's tensor adapter."""
+
+    def freeze(self, tensor: Any, *, reuse: bool = True) -> FrozenTensor:
+        """A host copy later in-place changes cannot reach; with ``reuse``, the same object as before
+        for the same tensor unchanged since."""
+
+    def write_frozen(self, payload: Any, handle: BinaryIO) -> None:
+        """Serialise a :attr:`FrozenTensor.payload` (``torch.save``, ``numpy.save``)."""
+
+
+@dataclass(frozen=True)
+class _Job:
+    target: Path
+    frozen: FrozenTensor
+    payload: Any  # held by the job: a second name waiting for the first file still has the bytes
+    nbytes: int  # what this job counts against the budget (0 for a second name)
+    first: bool
+
+
+class TensorWriter:
+    """The tensor files of a run, written in order by one thread (started on demand, stopped by
+    :meth:`drain`)."""
+
+    def __init__(self, adapter: FreezingAdapter, budget_bytes: int | None = None) -> None:
+        self.adapter = adapter
+        self.budget = QUEUE_MB.read() << 20 if budget_bytes is None else budget_bytes
+        self._jobs: deque[_Job] = deque()
+        self._queued_bytes = 0  # of the jobs queued and the one being written
+        self._busy = False
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._changed = threading.Condition()
+
+    # ------------------------------------------------------------------ the training thread
+    def save(self, tensor: Any, target: Path) -> None:
+        """Copy ``tensor`` now and write it to ``target`` soon; may wait for room within the budget."""
+        self._raise_error()
+        frozen = self.adapter.freeze(tensor)
+        if frozen.queued:
+            payload = frozen.payload  # read once: the writer lets it go after the first file
+            if payload is not None:  # the first file is still to be written: a second name after it
+                self._put(_Job(target, frozen, payload, 0, first=False))
+                return
+            if link_written(frozen.written, target):
+                return
+            frozen = self.adapter.freeze(tensor, reuse=False)  # that file was moved or replaced: write anew
+        frozen.queued = True
+        self._put(_Job(target, frozen, frozen.payload, frozen.nbytes, first=True))
+
+    def drain(self) -> None:
+        """Return when every queued file is written, and stop the thread; raise the first write error."""
+        with self._changed:
+            while (self._jobs or self._busy) and self._error is None:
+                self._changed.wait()
+            thread, self._thread = self._thread, None
+            self._changed.notify_all()  # an idle writer sees that it is no longer wanted
+        if thread is not None:
+            thread.join()
+        self._raise_error()
+
+    def discard(self) -> None:
+        """Give up what is queued (after a write error); the file being written finishes or fails."""
+        with self._changed:
+            self._jobs.clear()
+            self._error = None
+            while self._busy:
+                self._changed.wait()
+            self._queued_bytes = 0
+            thread, self._thread = self._thread, None
+            self._changed.notify_all()
+        if thread is not None:
+            thread.join()
+
+    def _put(self, job: _Job) -> None:
+        with self._changed:
+            while self._queued_bytes and self._queued_bytes + job.nbytes > self.budget and self._error is None:
+                self._changed.wait()
+            self._raise_error()
+            self._jobs.append(job)
+            self._queued_bytes += job.nbytes
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="msprobe-tensor-writer", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+
+    def _raise_error(self) -> None:
+        error = self._error
+        if error is not None:
+            raise error
+
+    # ------------------------------------------------------------------ the writer thread
+    def _run(self) -> None:
+        me = threading.current_thread()
+        while True:
+            with self._changed:
+                while not self._jobs and self._thread is me:
+                    self._changed.wait()
+                if self._thread is not me:
+                    return  # drained (or discarded) and let go
+                job = self._jobs.popleft()
+                self._busy = True
+            try:
+                self._write(job)
+            except BaseException as error:  # noqa: BLE001 - handed to the training thread, raised there
+                with self._changed:
+                    if self._error is None:
+                        self._error = error
+                    self._jobs.clear()  # the step is given up: nothing queued is wanted any more
+                    self._queued_bytes = job.nbytes  # (let go in ``finally``)
+            finally:
+                with self._changed:
+                    self._busy = False
+                    self._queued_bytes = max(0, self._queued_bytes - job.nbytes)
+                    self._changed.notify_all()
+
+    def _write(self, job: _Job) -> None:
+        frozen = job.frozen
+        if not job.first and frozen.written is not None and link_written(frozen.written, job.target):
+            return
+        written = write_file(job.target, lambda handle: self.adapter.write_frozen(job.payload, handle))
+        if job.first:
+            frozen.written = written  # before the payload goes: save() reads payload, then written
+            frozen.payload = None
