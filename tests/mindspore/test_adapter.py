@@ -11,6 +11,7 @@ import pytest
 ms = pytest.importorskip("mindspore")
 
 from msprobe.core.records import NOT_HANDLED  # noqa: E402
+from msprobe.core.tensor_writer import TensorWriter  # noqa: E402
 from msprobe.mindspore.adapter import MindSporeTensorAdapter  # noqa: E402
 
 ADAPTER = MindSporeTensorAdapter()
@@ -101,9 +102,11 @@ def test_snapshot_is_not_reached_by_inplace_changes():
 
 def test_save_writes_npy_and_bfloat16_as_float32(tmp_path):
     values = np.arange(6, dtype=np.float32).reshape(2, 3)
-    ADAPTER.save(ms.Tensor(values), tmp_path / "a.npy")
+    writer = TensorWriter(ADAPTER)
+    writer.save(ms.Tensor(values), tmp_path / "a.npy")
+    writer.save(ms.Tensor(values).astype(ms.bfloat16), tmp_path / "b.npy")
+    writer.drain()
     np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), values)
-    ADAPTER.save(ms.Tensor(values).astype(ms.bfloat16), tmp_path / "b.npy")
     loaded = np.load(tmp_path / "b.npy")
     assert loaded.dtype == np.float32
     np.testing.assert_array_equal(loaded, values)
@@ -125,8 +128,7 @@ def test_device_path_agrees_with_the_host_path(values):
     from msprobe.mindspore.adapter import MindSporeTensorAdapter, device_stats
 
     adapter = MindSporeTensorAdapter()
-    host = adapter.stats(ms.Tensor(values))
-    [device] = adapter.fetch([device_stats(ms.Tensor(values))])
+    [host, device] = adapter.fetch([adapter.stats(ms.Tensor(values)), device_stats(ms.Tensor(values))])
     for field in ("max", "min", "mean", "norm", "max_except_inf_nan", "min_except_inf_nan"):
         a, b = getattr(host, field), getattr(device, field)
         if a is None or b is None or isinstance(a, bool):

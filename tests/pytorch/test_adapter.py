@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from msprobe.core.records import NOT_HANDLED
+from msprobe.core.tensor_writer import TensorWriter
 from msprobe.pytorch.adapter import TorchTensorAdapter
 
 adapter = TorchTensorAdapter()
@@ -126,7 +127,9 @@ def test_snapshot_is_not_reached_by_inplace_changes():
 def test_save_writes_contiguous_cpu_tensor_loadable_with_weights_only(tmp_path):
     t = torch.arange(12.0, requires_grad=True).reshape(3, 4).t()
     path = tmp_path / "x.pt"
-    adapter.save(t, path)
+    writer = TensorWriter(adapter)
+    writer.save(t, path)
+    writer.drain()
     loaded = torch.load(path, weights_only=True)
     assert loaded.is_contiguous() and not loaded.requires_grad
     assert torch.equal(loaded, t.detach())
@@ -149,12 +152,11 @@ def test_describe_and_encode_other():
     torch.randn(20000),  # above the numpy threshold: torch's single-pass host reduction
 ], ids=["float32", "non-finite", "int32", "large"])
 def test_device_path_agrees_with_the_host_path(values):
-    """On CPU the adapter computes at once; the accelerator path (launch, then one fetch) runs here too."""
+    """On CPU the adapter computes with numpy (small tensors with their batch); the accelerator path (launch, then one fetch) runs here too."""
     from msprobe.pytorch.adapter import StatsHandle, TorchTensorAdapter, _float_stats
 
     adapter = TorchTensorAdapter()
-    host = adapter.stats(values)
-    [device] = adapter.fetch([StatsHandle(_float_stats(values))])
+    [host, device] = adapter.fetch([adapter.stats(values), StatsHandle(_float_stats(values))])
     for field in ("max", "min", "mean", "norm", "max_except_inf_nan", "min_except_inf_nan"):
         a, b = getattr(host, field), getattr(device, field)
         if a is None or b is None:

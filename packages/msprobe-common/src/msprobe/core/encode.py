@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from msprobe.core.events import TensorAdapter
+from msprobe.core.host_stats import HostCopy
 from msprobe.core.log import logger
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 
@@ -46,14 +47,22 @@ _reported_types: set[str] = set()
 
 
 def encode_value(value: Any, leaf: Leaf, path: tuple = ()) -> Any:
-    """Encode ``value`` for dump.json. ``leaf(value, path)`` is asked first for every value (so a
-    framework can claim a tuple subclass like ``torch.Size``); ``path`` is the index path of the value
-    inside the argument list, used for tensor file names (``input.0.1``)."""
+    """Encode ``value`` for dump.json. ``leaf(value, path)`` is asked first for every value that is not
+    exactly one of Python's own types (so a framework can claim a tuple subclass like ``torch.Size``);
+    ``path`` is the index path of the value inside the argument list, used for tensor file names
+    (``input.0.1``)."""
+    kind = type(value)
+    if kind is tuple or kind is list:  # the argument lists themselves: most values of every entry
+        return [encode_value(item, leaf, (*path, index)) for index, item in enumerate(value)]
+    if value is None:
+        return None
+    if kind in _SCALAR_TYPES:
+        return {"type": kind.__name__, "value": value}
+    if kind is dict:
+        return {str(key): encode_value(item, leaf, (*path, key)) for key, item in value.items()}
     claimed = leaf(value, path)
     if claimed is not NOT_HANDLED:
         return claimed
-    if value is None:
-        return None
     if isinstance(value, np.generic) and isinstance(value.item(), _SCALAR_TYPES):
         return {"type": _numpy_type_name(value), "value": value.item()}
     for scalar_type in _SCALAR_TYPES:
@@ -135,6 +144,8 @@ class EntryEncoder:
             record, stats = adapter.capture(item)
             if isinstance(stats, TensorStats):
                 record.stats = stats  # computed on the host already (a CPU run): nothing to wait for
+            elif isinstance(stats, HostCopy) and stats.stats is not None:
+                record.stats = stats.stats  # an unchanged tensor seen again, its batch already reduced
             else:
                 handles.append((record, stats))
             if self.with_md5:

@@ -1,8 +1,10 @@
 """Statistics of an array that already lives in host memory, exact per dtype (SPEC 4.4).
 
 When a framework runs on the CPU there is no device to keep statistics on and nothing to
-synchronise: both adapters hand the tensor's memory to numpy (without a copy where the dtype allows)
-and get the record at once. One pass each for max, min, sum and sum of squares; mean and norm follow
+synchronise: both adapters hand the tensor's memory to numpy (without a copy where the dtype allows).
+A small array is copied and its statistics are computed with the rest of its batch, in stacks of
+arrays of one dtype and size (:func:`host_stats`, :func:`resolve_copies`); a large one at once
+(:func:`array_stats`). One pass each for max, min, sum and sum of squares; mean and norm follow
 on the host. Integers and float64 reduce in float64, float16 widens to float32 so sums cannot
 overflow, float32 stays float32 (as msprobe 1.1.1 writes it), complex values reduce over their
 absolute value, bool gives any/all.
@@ -41,21 +43,88 @@ def array_stats(values: np.ndarray) -> TensorStats:
         return TensorStats(bool(values.any()), bool(values.all()), None, None)
     if kind == "c":
         values = np.abs(values)
-    if values.dtype == np.float16:
-        values = values.astype(np.float32)
-    elif values.dtype != np.float32:
-        values = values.astype(np.float64)
-    flat = values.reshape(-1)
+    flat = _reduction_values(values)
     # the ufuncs' reductions themselves (what .max()/.min()/.sum() call, without their Python wrappers:
     # the same numbers, a quarter less time on the small tensors that are most of a model's calls)
     high, low = float(_MAX(flat)), float(_MIN(flat))  # max/min warn of nothing, not even of NaN
     if _cannot_overflow(high, low, flat):
-        total, squares = float(_SUM(flat)), float(flat @ flat)
+        total, squares = float(_SUM(flat)), float(_SUM(flat * flat))
     else:
         with np.errstate(invalid="ignore", over="ignore"):  # inf/nan give inf/nan statistics, as wanted
-            total, squares = float(_SUM(flat)), float(flat @ flat)
+            total, squares = float(_SUM(flat)), float(_SUM(flat * flat))
     stats = TensorStats(high, low, total / flat.size, math.sqrt(squares) if squares >= 0 else squares)
     return with_finite_extremes(stats, flat)
+
+
+def _reduction_values(values: np.ndarray) -> np.ndarray:
+    """``values`` flat in the dtype its statistics are reduced in: float32 for float16/float32, float64
+    for the rest."""
+    if values.dtype == np.float16:
+        values = values.astype(np.float32)
+    elif values.dtype != np.float32:
+        values = values.astype(np.float64)
+    return values.reshape(-1)
+
+
+class HostCopy:
+    """The statistics of a small array, not computed yet: a copy of it (what the call saw, whatever
+    changes the tensor in place afterwards), reduced together with the other copies of its dtype and
+    size when the batch is fetched (:func:`resolve_copies`).
+
+    Why: a small tensor's four reductions cost ≈ 1 µs each through numpy's per-call machinery, and a
+    model's calls are mostly small tensors; one reduction over a stack of a thousand rows costs about as
+    much as one of them. ``stats`` is set when resolved (the copy is then let go), so a handle shared by
+    an unchanged tensor seen again is reduced once."""
+
+    __slots__ = ("values", "stats")
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values: np.ndarray | None = values
+        self.stats: TensorStats | None = None
+
+
+# Arrays up to this many elements are copied and reduced in batches (a copy costs less than the
+# reductions it replaces); larger ones are reduced at once.
+BATCHED_MAX_ELEMENTS = 4096
+
+
+def host_stats(values: np.ndarray) -> HostCopy | TensorStats:
+    """The statistics of an array in host memory: a :class:`HostCopy` to resolve with its batch when it
+    is small and real, otherwise computed now by :func:`array_stats`. Both give the same numbers."""
+    if values.dtype.kind in "fiu" and 0 < values.size <= BATCHED_MAX_ELEMENTS:
+        flat = _reduction_values(values)
+        return HostCopy(flat.copy() if flat.dtype == values.dtype else flat)  # a widened one is new
+    return array_stats(values)
+
+
+def resolve_copies(copies: Sequence[HostCopy]) -> None:
+    """Fill in the statistics of every unresolved copy: per dtype and size, max, min, sum and sum of
+    squares over the rows of one stacked array. numpy reduces each row of a C-ordered stack exactly as it
+    reduces that row alone, so the numbers are :func:`array_stats`'s; a row that is not finite or whose
+    sums could overflow is handed to :func:`array_stats` itself (finite extremes, warnings)."""
+    groups: dict[tuple[str, int], list[HostCopy]] = {}
+    for copy in copies:
+        if copy.stats is None and copy.values is not None:
+            groups.setdefault((copy.values.dtype.char, copy.values.size), []).append(copy)
+    for (_, size), group in groups.items():
+        if len(group) == 1:
+            group[0].stats = array_stats(group[0].values)
+        else:
+            _resolve_group(group, size)
+        for copy in group:
+            copy.values = None
+
+
+def _resolve_group(group: list[HostCopy], size: int) -> None:
+    rows = np.stack([copy.values for copy in group])
+    high, low = _MAX(rows, axis=1), _MIN(rows, axis=1)
+    bound = np.maximum(np.abs(high), np.abs(low))
+    with np.errstate(invalid="ignore", over="ignore"):  # rows it could concern are recomputed below
+        plain = np.isfinite(bound) & (np.maximum(bound, bound * bound) * size < _SAFE_LIMIT[rows.itemsize == 4])
+        totals, squares = _SUM(rows, axis=1), _SUM(rows * rows, axis=1)
+    numbers = zip(plain.tolist(), high.tolist(), low.tolist(), totals.tolist(), squares.tolist())
+    for copy, (is_plain, hi, lo, total, square) in zip(group, numbers):
+        copy.stats = TensorStats(hi, lo, total / size, math.sqrt(square)) if is_plain else array_stats(copy.values)
 
 
 def _cannot_overflow(high: float, low: float, flat: np.ndarray) -> bool:
@@ -121,12 +190,15 @@ class StatsAdapterBase:
         """:meth:`describe` and :meth:`stats` of one tensor (a framework may do both under one guard)."""
         return self.describe(tensor), self.stats(tensor)
 
-    def fetch(self, handles: Sequence[StatsHandle | TensorStats]) -> list[TensorStats]:
+    def fetch(self, handles: Sequence[StatsHandle | HostCopy | TensorStats]) -> list[TensorStats]:
         """The statistics of ``handles`` in their order: the :class:`StatsHandle` values go to the host in
-        one :meth:`transfer`; statistics that were computed on the host already are kept as they are."""
+        one :meth:`transfer`, the :class:`HostCopy` arrays are reduced in stacks; statistics that were
+        computed on the host already are kept as they are."""
+        resolve_copies([h for h in handles if isinstance(h, HostCopy)])
         pending = [h.values for h in handles if isinstance(h, StatsHandle)]
         rows = iter(self.transfer(pending) if pending else ())
-        return [h if isinstance(h, TensorStats) else stats_from_row(next(rows), h.is_bool) for h in handles]
+        return [h if isinstance(h, TensorStats) else h.stats if isinstance(h, HostCopy)
+                else stats_from_row(next(rows), h.is_bool) for h in handles]
 
     def transfer(self, values: list[Any]) -> Sequence[Sequence[float]]:
         raise NotImplementedError

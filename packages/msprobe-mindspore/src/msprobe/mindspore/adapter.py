@@ -3,10 +3,11 @@
 On an accelerator, statistics are launched as MindSpore ops on the tensor's device and stay there as
 one small float64 tensor per input tensor (max, min, mean, norm, finite max, finite min); :meth:`fetch`
 stacks all pending handles and copies them to the host in one transfer. On the CPU the tensor already
-lives in host memory: its statistics are computed at once by :func:`msprobe.core.host_stats.array_stats`
-(numpy), which costs a small fraction of the ten MindSpore ops of the device path. Exactness (SPEC 4.4): integer and
-float64 tensors are reduced in float64, float16/bfloat16 in float32, complex tensors over their
-absolute value; bool tensors give any/all and no mean/norm; empty tensors give nothing.
+lives in host memory: its statistics are computed by numpy (:func:`msprobe.core.host_stats.host_stats`:
+small tensors from a copy, with their batch), which costs a small fraction of the ten MindSpore ops of
+the device path. Exactness (SPEC 4.4): integer and float64 tensors are reduced in float64,
+float16/bfloat16 in float32, complex tensors over their absolute value; bool tensors give any/all and
+no mean/norm; empty tensors give nothing.
 
 bfloat16 tensors are saved as float32 ``.npy`` files (numpy itself has no bfloat16, so a bfloat16 file
 would need ml_dtypes to load; the conversion is exact) and checksummed over their own 2-byte
@@ -24,7 +25,7 @@ import numpy as np
 
 import mindspore
 from mindspore import ops
-from msprobe.core.host_stats import STAT_COUNT, StatsAdapterBase, StatsHandle, array_stats, crc32_hex
+from msprobe.core.host_stats import STAT_COUNT, HostCopy, StatsAdapterBase, StatsHandle, crc32_hex, host_stats
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.tensor_writer import FrozenTensor
 
@@ -56,11 +57,11 @@ class MindSporeTensorAdapter(StatsAdapterBase):
     def describe(self, tensor: mindspore.Tensor) -> TensorRecord:
         return TensorRecord(self.type_name, str(tensor.dtype), tuple(tensor.shape))
 
-    def stats(self, tensor: mindspore.Tensor) -> StatsHandle | TensorStats:
+    def stats(self, tensor: mindspore.Tensor) -> StatsHandle | HostCopy | TensorStats:
         if _on_host():
             if tensor.dtype == mindspore.bfloat16:
                 tensor = tensor.astype(mindspore.float32)  # numpy has no bfloat16; exact widening
-            return array_stats(tensor.asnumpy())
+            return host_stats(tensor.asnumpy())  # copied if small: asnumpy() may share the tensor's memory
         return device_stats(tensor)
 
     def transfer(self, values: list[mindspore.Tensor]) -> list[list[float]]:

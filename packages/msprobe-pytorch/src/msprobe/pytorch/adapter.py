@@ -4,9 +4,9 @@ On an accelerator, statistics are launched on the tensor's device as one small c
 whose result stays there (a 6-element float64 vector); :meth:`TorchTensorAdapter.fetch` concatenates many
 of them and copies to the host once, so a step costs one synchronisation instead of one ``.item()`` per
 statistic. On the CPU the device *is* the host and there is nothing to synchronise: the statistics are
-computed at once with numpy on the tensor's own memory (no copy for float32/float64), which costs a
-fraction of the ten small torch operations the device path needs — the dispatcher overhead of those
-dominated the dump's cost on small models.
+computed with numpy (small tensors from a copy, in stacks with the rest of their batch; larger ones at
+once on the tensor's own memory), which costs a fraction of the ten small torch operations the device
+path needs — the dispatcher overhead of those dominated the dump's cost on small models.
 
 Precision (SPEC 4.4): float32 is reduced in float32 (what msprobe 1.1.1 writes, so numbers compare
 equal), float16/bfloat16 are widened to float32 first so sums and norms do not overflow, integers and
@@ -30,10 +30,11 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from msprobe.core.host_stats import (
     STAT_COUNT,
+    HostCopy,
     StatsAdapterBase,
     StatsHandle,
-    array_stats,
     crc32_hex,
+    host_stats,
     with_finite_extremes,
 )
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
@@ -160,7 +161,7 @@ class TorchTensorAdapter(StatsAdapterBase):
     def _describe(self, tensor: torch.Tensor) -> TensorRecord:
         return TensorRecord(self.type_name, _DTYPE_NAMES[tensor.dtype], tuple(tensor.shape), tensor.requires_grad)
 
-    def capture(self, tensor: torch.Tensor) -> tuple[TensorRecord, StatsHandle | TensorStats]:
+    def capture(self, tensor: torch.Tensor) -> tuple[TensorRecord, StatsHandle | HostCopy | TensorStats]:
         """:meth:`describe` and :meth:`stats` at once: one guard for both (this runs for every tensor of
         every entry), and none when the caller already hides everything (the sink runs inside
         ``DisableTorchFunction``) and neither autocast nor a dispatch mode is on."""
@@ -178,7 +179,7 @@ class TorchTensorAdapter(StatsAdapterBase):
         self._checksums: _Memo = {}
         self._saved: _Memo = {}
 
-    def stats(self, tensor: torch.Tensor) -> StatsHandle | TensorStats:
+    def stats(self, tensor: torch.Tensor) -> StatsHandle | HostCopy | TensorStats:
         with _Exact(tensor):
             return _remembered(self._recent, tensor, self._compute_stats)
 
@@ -186,7 +187,7 @@ class TorchTensorAdapter(StatsAdapterBase):
         with _Exact(tensor):  # a user's mode must not see (or change) the copy we hash
             return _remembered(self._checksums, tensor, _crc32)
 
-    def _compute_stats(self, tensor: torch.Tensor) -> StatsHandle | TensorStats:
+    def _compute_stats(self, tensor: torch.Tensor) -> StatsHandle | HostCopy | TensorStats:
         t = tensor.detach()  # detached: nothing below is recorded by autograd
         return _host_stats(t) if t.device.type == "cpu" else _device_stats(t)
 
@@ -265,7 +266,7 @@ def _crc32(tensor: torch.Tensor) -> str:
     return crc32_hex(memoryview(t.numpy()).cast("B"))
 
 
-def _device_stats(t: torch.Tensor) -> StatsHandle | TensorStats:
+def _device_stats(t: torch.Tensor) -> StatsHandle | HostCopy | TensorStats:
     """Statistics of a detached tensor launched on its device (any device: it runs on the CPU too)."""
     if t.numel() == 0:
         return TensorStats(None, None, None, None)
@@ -287,16 +288,17 @@ _NUMPY_REAL = frozenset((
 ))
 
 
-def _host_stats(t: torch.Tensor) -> TensorStats:
-    """Statistics of a CPU tensor, computed now: small tensors through numpy (shared with MindSpore),
-    large ones with torch's single-pass aminmax plus a sum and :func:`_norm`."""
+def _host_stats(t: torch.Tensor) -> HostCopy | TensorStats:
+    """Statistics of a CPU tensor: small tensors through numpy (shared with MindSpore; the smallest are
+    copied and reduced with their batch, :func:`~msprobe.core.host_stats.host_stats`), large ones now,
+    with torch's single-pass aminmax plus a sum and :func:`_norm`."""
     if t.dtype in _NUMPY_REAL and t.numel() <= _NUMPY_MAX_ELEMENTS and not t.is_neg():
-        return array_stats(t.numpy())  # the common case, with the fewest torch calls (~1 µs each)
+        return host_stats(t.numpy())  # the common case, with the fewest torch calls (~1 µs each)
     if t.dtype == torch.bfloat16:
         t = t.float()  # numpy has no bfloat16
     t = t.resolve_conj().resolve_neg()
     if t.numel() <= _NUMPY_MAX_ELEMENTS or t.dtype == torch.bool or t.is_complex():
-        return array_stats(t.numpy())
+        return host_stats(t.numpy())
     flat = t.reshape(-1)
     if flat.dtype != torch.float32:
         flat = flat.float() if flat.dtype == torch.float16 else flat.double()
