@@ -60,7 +60,12 @@ class TensorStats:
     def json_members(self) -> tuple[str, str]:
         """(the ``Max``..``Norm`` members, the ``*_except_inf_nan`` members or "") as JSON object text."""
         if self._members is None:
-            high, low, mean, norm = (_number(v) for v in (self.max, self.min, self.mean, self.norm))
+            high, low, mean, norm = self.max, self.min, self.mean, self.norm
+            if type(high) is float and type(low) is float and type(mean) is float and type(norm) is float \
+                    and math.isfinite(high + low + mean + norm):  # the common case: four finite floats
+                self._members = f'"Max": {high!r}, "Min": {low!r}, "Mean": {mean!r}, "Norm": {norm!r}', ""
+                return self._members
+            high, low, mean, norm = (_number(v) for v in (high, low, mean, norm))
             extremes = ""
             if not _finite_or_none(self.max):
                 extremes += f', "Max_except_inf_nan": {_number(self.max_except_inf_nan)}'
