@@ -6,9 +6,9 @@ import collections
 
 import pytest
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
-from msprobe.pytorch.hooks.flat import flatten, unflatten
+from msprobe.pytorch.hooks.flat import call_leaves, flatten, leaves, unflatten
 
 Pair = collections.namedtuple("Pair", "a b")
 T1, T2, T3 = torch.ones(2), torch.zeros(3), torch.arange(4)
@@ -37,3 +37,16 @@ def test_leaves_and_rebuild_match_pytree(value):
     rebuilt, expected = unflatten(replaced, spec), tree_unflatten(replaced, expected_spec)
     assert rebuilt == expected
     assert type(rebuilt) is type(expected)
+
+
+@pytest.mark.parametrize("value", CASES, ids=range(len(CASES)))
+def test_leaves_alone_match_pytree(value):
+    """``leaves`` (an output) and ``call_leaves`` (the arguments of a call) are ``flatten`` without the
+    structure."""
+
+    def same(found, expected):
+        return len(found) == len(expected) and all(a is b for a, b in zip(found, expected))
+
+    assert same(leaves(value), tree_leaves(value))
+    args, kwargs = (value, 2.0), {"out": value, "dim": 1}
+    assert same(call_leaves(args, kwargs), tree_leaves((args, kwargs)))

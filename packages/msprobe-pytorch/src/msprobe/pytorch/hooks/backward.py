@@ -17,6 +17,12 @@ outputs (and from inputs mutated in place) through the nodes created during the 
 edge to an input's old edge are the call's *consumers* of that input. A post-hook on each consumer sees
 exactly the gradient it sends to the input; a hook on each output tensor sees the gradient flowing
 into the call. Hooks only read, so the numbers of the run do not change.
+
+Every recorded call comes through here (``tools/bench/percall.py`` measures the cost), so a capture
+keeps few objects: what it keeps lives from the forward to the backward, survives the garbage
+collector's young generations and brings the collections of the older ones sooner. Its hooks are one
+small object each, a consumer's edges a tuple of integers (which the collector stops tracking), and the
+state of a backward pass is made when the pass's first gradient arrives.
 """
 
 from __future__ import annotations
@@ -28,30 +34,18 @@ from typing import Any
 import torch
 from torch._C._autograd import _get_sequence_nr
 
-Emit = Callable[[tuple, tuple], None]
+Emit = Callable[[Any, tuple, tuple], None]
 
 _engine = torch.autograd.Variable._execution_engine
 _serials = itertools.count()
-_LEAF = -1  # the output slot of a leaf's edge in :func:`_edge`: a leaf is matched by its accumulator's variable
-_ACCUMULATE_GRAD = "AccumulateGrad"  # type name of the node a leaf's gradient flows into
-
-
-def _edge(tensor: torch.Tensor) -> tuple[Any, int] | None:
-    """Where ``tensor``'s gradient flows: its ``grad_fn`` and output slot, or ``(tensor, _LEAF)`` for a leaf
-    (its gradient accumulator, found by :meth:`BackwardCapture._find_consumers` as the node whose
-    ``variable`` is the tensor: asking for the accumulator itself, ``get_gradient_edge``, runs a
-    ``view_as`` and cost ~15 µs per parameter per call)."""
-    if not tensor.requires_grad:
-        return None
-    node = tensor.grad_fn
-    if node is None:
-        return tensor, _LEAF
-    return node, tensor.output_nr
+_LEAF = -1  # the output slot of a leaf's edge: a leaf is matched by its accumulator's ``variable``
+_AccumulateGrad = torch._C._functions.AccumulateGrad  # the node a leaf's gradient flows into
 
 
 class EmitOrder:
-    """The order in which finished captures are reported: a call's entry after the entries of the calls
-    made inside it (a module after its APIs, as msprobe 1.1.1 lists them).
+    """The order in which finished captures are reported to ``emit(call, grad_input, grad_output)``: a
+    call's entry after the entries of the calls made inside it (a module after its APIs, as msprobe
+    1.1.1 lists them).
 
     A module's consumers can finish before an API inside it does (``F.linear``'s gradient for the weight
     is computed after the one for the input), so a finished capture that waited for its inputs'
@@ -61,7 +55,8 @@ class EmitOrder:
     gradients that arrived.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, emit: Emit) -> None:
+        self._emit = emit
         self._running: list[BackwardCapture] = []  # received gradients in this pass, not yet reported
         self._flush_queued = False
 
@@ -79,21 +74,23 @@ class EmitOrder:
         self._drain(force=True)
 
     def _drain(self, force: bool) -> None:
-        progress = True
-        while progress:
-            progress = False
-            for capture in self._running:
-                if (force or capture.complete) and not (capture.waits_for_inputs and any(
-                    other is not capture and other.nested_in(capture) for other in self._running
-                )):
-                    self._running.remove(capture)
-                    capture.report()
-                    progress = True
-                    break
+        """Report, first in the running list first, each capture that may be; after each report look
+        again from the start, since it may have been what held back an outer one."""
+        running = self._running
+        i = 0
+        while i < len(running):
+            capture = running[i]
+            if (force or capture.complete) and not (capture.waits_for_inputs and capture.encloses_any(running)):
+                del running[i]
+                grad_input, grad_output = capture.take_grads()
+                self._emit(capture.call, grad_input, grad_output)
+                i = 0
+            else:
+                i += 1
 
 
 class BackwardCapture:
-    """Collects one call's gradients and hands them to ``emit(grad_input, grad_output)``.
+    """Collects the gradients of ``call`` (what ``order`` hands back to its ``emit`` with them).
 
     ``grad_input``: one gradient per tensor output (``None`` when none flowed). ``grad_output``: one
     per tensor input in argument order, ``None`` where the input needs no gradient or got none from
@@ -103,120 +100,189 @@ class BackwardCapture:
     does not use) — at the end of that backward pass with what arrived.
     """
 
-    def __init__(self, emit: Emit, order: EmitOrder, flat_inputs: list) -> None:
-        self._emit = emit
+    __slots__ = (
+        "call", "_order", "_serial", "_start", "_end", "_inputs", "_slots_of", "_input_count", "_outputs",
+        "_hooked_outputs", "_consumers", "waits_for_inputs", "_started", "complete", "_output_grads",
+        "_input_grads", "_fired_outputs", "_fired_consumers",
+    )
+
+    def __init__(self, order: EmitOrder, call: Any, flat_inputs: list) -> None:
+        self.call = call
         self._order = order
         self._serial = next(_serials)  # calls begin in this order; an outer call before those inside it
         self._start = _get_sequence_nr()  # every node the call creates has a number at least this
         self._end = self._start
-        self._inputs = [v for v in flat_inputs if isinstance(v, torch.Tensor)]  # until arm()
-        self._input_edges = [_edge(v) for v in self._inputs]
-        self._consumers = 0
-        self._outputs = 0
-        self._reset_pass()
-
-    def _reset_pass(self) -> None:
-        self._output_grads: list[torch.Tensor | None] = [None] * self._outputs
-        self._input_grads: list[torch.Tensor | None] = [None] * len(self._input_edges)
-        self._fired_consumers = 0
-        self._fired_outputs = 0
-        self._started = False
-        self.complete = False
+        self._inputs, self._slots_of = _input_edges(flat_inputs)  # both until arm()
+        self._input_count = len(self._inputs)
+        self._outputs = self._hooked_outputs = self._consumers = 0
+        self.waits_for_inputs = False
+        self._started = self.complete = False
+        self._output_grads = self._input_grads = None  # per backward pass, from its first gradient on
 
     def arm(self, flat_outputs: list) -> None:
         """The call returned: hook its tensor outputs and the nodes it created that consume inputs."""
         self._end = _get_sequence_nr()
         self._outputs = len(flat_outputs)
-        hooked: list[torch.Tensor] = []
-        for i, out in enumerate(flat_outputs):
-            if isinstance(out, torch.Tensor) and out.grad_fn is not None:
-                out.register_hook(self._output_hook(i))
-                hooked.append(out)
-        self._hooked_outputs = len(hooked)
-        if any(edge is not None for edge in self._input_edges):
+        roots = []
+        for index, out in enumerate(flat_outputs):
+            if isinstance(out, torch.Tensor):
+                node = out.grad_fn
+                if node is not None:
+                    out.register_hook(_OutputHook(self, index))
+                    roots.append(node)
+        self._hooked_outputs = len(roots)
+        if self._slots_of:
             # inputs changed in place have a new grad_fn created by the call; it is a root of the walk too
-            roots = hooked + [v for v in self._inputs if v.grad_fn is not None]
-            for node, slots in self._find_consumers(roots).items():
-                node.register_hook(self._consumer_hook(slots))
-                self._consumers += 1
-        self._inputs = []
-        self._reset_pass()
+            for v in self._inputs:
+                node = v.grad_fn
+                if node is not None:
+                    roots.append(node)
+            consumers = self._find_consumers(roots)
+            for node, pairs in consumers.items():
+                node.register_hook(_ConsumerHook(self, tuple(pairs)))
+            self._consumers = len(consumers)
+            self.waits_for_inputs = self._consumers > 0
+        self._inputs = self._slots_of = None
 
-    def _find_consumers(self, roots: list[torch.Tensor]) -> dict[Any, list[tuple[int, int]]]:
-        """Nodes created during the call → [(index among their next edges, input slot)] for every edge
-        that leads to an input's edge as it was when the call started."""
-        slots_of: dict[tuple[int, int], list[int]] = {}
-        for slot, edge in enumerate(self._input_edges):
-            if edge is not None:
-                slots_of.setdefault((id(edge[0]), edge[1]), []).append(slot)
+    def _find_consumers(self, todo: list) -> dict[Any, list[tuple[int, int]]]:
+        """Nodes created during the call, walked back from ``todo`` → [(index among their next edges,
+        input slot)] for every edge that leads to an input's edge as it was when the call started."""
+        slots_of = self._slots_of
+        start = self._start
         consumers: dict[Any, list[tuple[int, int]]] = {}
         seen: dict[int, Any] = {}  # holds the node objects, so that no id is reused during the walk
-        todo = [t.grad_fn for t in roots]
         while todo:
             node = todo.pop()
-            if node is None or id(node) in seen or node._sequence_nr() < self._start:
+            if id(node) in seen or node._sequence_nr() < start:
                 continue
             seen[id(node)] = node
+            pairs = None
             for index, (next_node, output_nr) in enumerate(node.next_functions):
                 if next_node is None:
                     continue
-                if type(next_node).__name__ == _ACCUMULATE_GRAD:
-                    slots = slots_of.get((id(next_node.variable), _LEAF))
-                    if slots is not None:
-                        consumers.setdefault(node, []).extend((index, slot) for slot in slots)
-                    continue  # an accumulator ends the walk
-                slots = slots_of.get((id(next_node), output_nr))
-                if slots is not None:
-                    consumers.setdefault(node, []).extend((index, slot) for slot in slots)
+                if type(next_node) is _AccumulateGrad:  # an accumulator ends the walk
+                    edge = slots_of.get((id(next_node.variable), _LEAF))
                 else:
-                    todo.append(next_node)
+                    edge = slots_of.get((id(next_node), output_nr))
+                    if edge is None:
+                        todo.append(next_node)
+                        continue
+                if edge is not None:
+                    if pairs is None:
+                        consumers[node] = pairs = []
+                    for slot in edge[1]:
+                        pairs.append((index, slot))
         return consumers
 
-    @property
-    def waits_for_inputs(self) -> bool:
-        return self._consumers > 0
-
-    def nested_in(self, outer: BackwardCapture) -> bool:
-        """This call was made while ``outer`` ran (an API inside a module)."""
-        return outer._serial < self._serial and self._end <= outer._end
+    def encloses_any(self, captures: list[BackwardCapture]) -> bool:
+        """One of ``captures`` was made while this call ran (an API inside a module)."""
+        serial, end = self._serial, self._end
+        for other in captures:
+            if serial < other._serial and other._end <= end:
+                return True
+        return False
 
     # ---- backward side ------------------------------------------------------------------------
-    def _output_hook(self, index: int) -> Callable:
-        def hook(grad: torch.Tensor) -> None:
-            self._arrived()
-            self._output_grads[index] = grad
-            self._fired_outputs += 1
-            if self._consumers == 0 and self._fired_outputs == self._hooked_outputs:
-                self._finish()
-
-        return hook
-
-    def _consumer_hook(self, slots: list[tuple[int, int]]) -> Callable:
-        def hook(grad_inputs: tuple, _grad_outputs: tuple) -> None:
-            self._arrived()
-            with torch.no_grad():
-                for index, slot in slots:
-                    grad = grad_inputs[index]
-                    if grad is not None:
-                        previous = self._input_grads[slot]
-                        self._input_grads[slot] = grad if previous is None else previous + grad
-            self._fired_consumers += 1
-            if self._fired_consumers == self._consumers:
-                self._finish()
-
-        return hook
-
     def _arrived(self) -> None:
+        """The first gradient of this backward pass: start afresh and tell the order."""
+        self._started = True
+        self.complete = False
+        self._output_grads = [None] * self._outputs
+        self._input_grads = [None] * self._input_count
+        self._fired_outputs = self._fired_consumers = 0
+        self._order.started(self)
+
+    def _output_arrived(self, index: int, grad: torch.Tensor) -> None:
         if not self._started:
-            self._started = True
-            self._order.started(self)
+            self._arrived()
+        self._output_grads[index] = grad
+        self._fired_outputs += 1
+        if self._consumers == 0 and self._fired_outputs == self._hooked_outputs:
+            self._finish()
+
+    def _consumer_ran(self, pairs: tuple[tuple[int, int], ...], grad_inputs: tuple) -> None:
+        if not self._started:
+            self._arrived()
+        input_grads = self._input_grads
+        for index, slot in pairs:
+            grad = grad_inputs[index]
+            if grad is not None:
+                previous = input_grads[slot]
+                input_grads[slot] = grad if previous is None else _sum(previous, grad)
+        self._fired_consumers += 1
+        if self._fired_consumers == self._consumers:
+            self._finish()
 
     def _finish(self) -> None:
         self.complete = True
         self._order.finished()
 
-    def report(self) -> None:
-        """Hand what arrived in this pass to ``emit``; the next backward pass starts afresh."""
-        grad_input, grad_output = tuple(self._output_grads), tuple(self._input_grads)
-        self._reset_pass()
-        self._emit(grad_input, grad_output)
+    def take_grads(self) -> tuple[tuple, tuple]:
+        """``(grad_input, grad_output)`` of this pass; the next backward pass starts afresh."""
+        grads = tuple(self._output_grads), tuple(self._input_grads)
+        self._started = False
+        self._output_grads = self._input_grads = None  # the gradients are not kept past their report
+        return grads
+
+
+class _OutputHook:
+    """The hook on output ``index`` of a call (one object: a closure would be three)."""
+
+    __slots__ = ("_capture", "_index")
+
+    def __init__(self, capture: BackwardCapture, index: int) -> None:
+        self._capture = capture
+        self._index = index
+
+    def __call__(self, grad: torch.Tensor) -> None:
+        self._capture._output_arrived(self._index, grad)
+
+
+class _ConsumerHook:
+    """The post-hook on a consumer node: ``pairs`` are its (next-edge index, input slot) pairs."""
+
+    __slots__ = ("_capture", "_pairs")
+
+    def __init__(self, capture: BackwardCapture, pairs: tuple[tuple[int, int], ...]) -> None:
+        self._capture = capture
+        self._pairs = pairs
+
+    def __call__(self, grad_inputs: tuple, _grad_outputs: tuple) -> None:
+        self._capture._consumer_ran(self._pairs, grad_inputs)
+
+
+def _input_edges(flat_inputs: list) -> tuple[list[torch.Tensor], dict[tuple[int, int], tuple[Any, list[int]]]]:
+    """The tensor inputs, and where each one's gradient flows when the call starts → (what holds that
+    place, the slots of the inputs whose gradient flows there).
+
+    An input's place is its ``grad_fn`` and output slot, or for a leaf the tensor itself with
+    :data:`_LEAF` (its gradient accumulator is found by :meth:`BackwardCapture._find_consumers` as the
+    node whose ``variable`` is the tensor: asking for the accumulator itself, ``get_gradient_edge``,
+    runs a ``view_as`` and cost ~15 µs per parameter per call). Keys are ids; the values hold the
+    objects, so that no id is reused until the walk is done.
+    """
+    inputs: list[torch.Tensor] = []
+    slots_of: dict[tuple[int, int], tuple[Any, list[int]]] = {}
+    for value in flat_inputs:
+        if not isinstance(value, torch.Tensor):
+            continue
+        if value.requires_grad:
+            node = value.grad_fn
+            if node is None:
+                holder, key = value, (id(value), _LEAF)
+            else:
+                holder, key = node, (id(node), value.output_nr)
+            edge = slots_of.get(key)
+            if edge is None:
+                slots_of[key] = (holder, [len(inputs)])
+            else:
+                edge[1].append(len(inputs))
+        inputs.append(value)
+    return inputs, slots_of
+
+
+def _sum(previous: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """Two gradients the call gave one input, summed outside autograd (a backward with
+    ``create_graph=True`` records what hooks compute)."""
+    with torch.no_grad():
+        return previous + grad

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch.utils._pytree import SUPPORTED_NODES, TreeSpec, tree_flatten, tree_unflatten
+from torch.utils._pytree import SUPPORTED_NODES, TreeSpec, tree_flatten, tree_leaves, tree_unflatten
 
 _PLAIN = (tuple, list, dict)
 
@@ -28,10 +28,26 @@ class _PlainSpec:
 
 def flatten(value: Any) -> tuple[list, _PlainSpec | TreeSpec]:
     """The leaves of ``value`` in pytree's order, and what :func:`unflatten` needs to rebuild it."""
-    leaves: list = []
-    if _collect(value, leaves):
-        return leaves, _PlainSpec(value)
+    found: list = []
+    if _collect((value,), found):
+        return found, _PlainSpec(value)
     return tree_flatten(value)
+
+
+def leaves(value: Any) -> list:
+    """The leaves of ``value`` in pytree's order (:func:`flatten` without the structure)."""
+    found: list = []
+    if _collect((value,), found):
+        return found
+    return tree_leaves(value)
+
+
+def call_leaves(args: tuple, kwargs: dict) -> list:
+    """``leaves((args, kwargs))``, without building the pair: the arguments of every recorded call."""
+    found: list = []
+    if _collect(args, found) and _collect(kwargs.values(), found):
+        return found
+    return tree_leaves((args, kwargs))
 
 
 def unflatten(leaves: list, spec: _PlainSpec | TreeSpec) -> Any:
@@ -41,16 +57,21 @@ def unflatten(leaves: list, spec: _PlainSpec | TreeSpec) -> Any:
     return tree_unflatten(leaves, spec)
 
 
-def _collect(value: Any, leaves: list) -> bool:
-    """Append the leaves of ``value``; False when a container only pytree knows how to open is met."""
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return all(_collect(item, leaves) for item in value)
-    if kind is dict:
-        return all(_collect(item, leaves) for item in value.values())
-    if isinstance(value, _PLAIN) or kind in SUPPORTED_NODES:
-        return False
-    leaves.append(value)
+def _collect(items: Any, found: list) -> bool:
+    """Append the leaves of the items of a plain container; False when a container only pytree knows
+    how to open is met. Leaves are appended here, not in a call of their own: most items are leaves."""
+    for item in items:
+        kind = type(item)
+        if kind is tuple or kind is list:
+            if not _collect(item, found):
+                return False
+        elif kind is dict:
+            if not _collect(item.values(), found):
+                return False
+        elif kind in SUPPORTED_NODES or isinstance(item, _PLAIN):
+            return False
+        else:
+            found.append(item)
     return True
 
 

@@ -8,7 +8,6 @@ only in how they learn about a call; what happens to it is decided here and in c
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -16,15 +15,17 @@ import torch
 from msprobe.core.calls import CallReporter, Started
 from msprobe.core.events import CallSink
 from msprobe.pytorch.hooks.backward import BackwardCapture, EmitOrder
-from msprobe.pytorch.hooks.flat import flatten
+from msprobe.pytorch.hooks.flat import call_leaves, leaves
 
 
-@dataclass
 class Pending:
     """A call between its start and its end, with the capture of its backward when one is wanted."""
 
-    started: Started
-    capture: BackwardCapture | None = None
+    __slots__ = ("started", "capture")
+
+    def __init__(self, started: Started, capture: BackwardCapture | None = None) -> None:
+        self.started = started
+        self.capture = capture
 
 
 class Recorder(CallReporter):
@@ -34,7 +35,7 @@ class Recorder(CallReporter):
         # Our own torch calls (the sink's, the capture's attribute reads and hooks) are hidden from every
         # TorchFunctionMode, the user's included: a user's mode must not see, count or alter them.
         super().__init__(sink, quiet=torch._C.DisableTorchFunction)
-        self._order = EmitOrder()
+        self._order = EmitOrder(self.backward)
 
     def begin_api(self, prefix: str, api: str, args: tuple, kwargs: dict, *, mutates: bool,
                   func: Callable[..., Any] | None = None, differentiable: bool = True) -> Pending:
@@ -51,23 +52,18 @@ class Recorder(CallReporter):
     def finish(self, pending: Pending, output: Any) -> Any:
         """The call returned ``output``: tell the sink, then watch the backward of what the user gets."""
         output = self.end(pending.started, output)
-        if pending.capture is not None:
+        capture = pending.capture
+        if capture is not None:
             with self.pause(), torch._C.DisableTorchFunction():
-                outputs, _ = flatten(output)
-                pending.capture.arm(outputs)
+                capture.arm(leaves(output))
         return output
 
     def _watch(self, started: Started, args: tuple, kwargs: dict, differentiable: bool,
                needs_grad_input: bool) -> Pending:
-        pending = Pending(started)
         if not (started.wants_backward and differentiable and torch.is_grad_enabled()):
-            return pending
+            return Pending(started)
         with torch._C.DisableTorchFunction():
-            flat, _ = flatten((args, kwargs))
+            flat = call_leaves(args, kwargs)
             if needs_grad_input and not any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
-                return pending
-            call = started.call
-            pending.capture = BackwardCapture(
-                lambda grad_input, grad_output: self.backward(call, grad_input, grad_output), self._order, flat
-            )
-        return pending
+                return Pending(started)
+            return Pending(started, BackwardCapture(self._order, started.call, flat))
