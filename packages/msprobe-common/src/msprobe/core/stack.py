@@ -68,10 +68,13 @@ def _is_own(filename: str) -> bool:
     return path.startswith(_own) or path in _dispatch_files()
 
 
-# (code object, line, file) → the frame's line in stack.json, or None for msprobe's own frames. The same
-# call sites repeat every step, so each is formatted (and its source line read) once. The file is part of
-# the key because code objects compare equal across files (same name, body and first line).
-_formatted: dict[tuple[CodeType, int, str], str | None] = {}
+# (id of the code object, instruction offset) → (the code object, the frame's line in stack.json or None
+# for msprobe's own frames). The same call sites repeat every step, so each is formatted (and its source
+# line read) once. Why not the code object and line number as the key: a code object's hash is computed
+# from its contents on every lookup, and a frame's line number from its line table; the id and the
+# offset cost nothing. The value holds the code object, so its id cannot be reused while it is cached,
+# and the lookup checks it is the same object.
+_formatted: dict[tuple[int, int], tuple[CodeType, str | None]] = {}
 _FORMATTED_LIMIT = 65536
 
 
@@ -88,13 +91,13 @@ def user_stack(skip: int = 1) -> list[str]:
     frame = sys._getframe(skip)
     while frame is not None:
         code = frame.f_code
-        key = (code, frame.f_lineno, code.co_filename)
-        try:
-            text = _formatted[key]
-        except KeyError:
+        key = (id(code), frame.f_lasti)
+        known = _formatted.get(key)
+        if known is None or known[0] is not code:
             if len(_formatted) >= _FORMATTED_LIMIT:
                 _formatted.clear()
-            text = _formatted[key] = _format(*key)
+            known = _formatted[key] = (code, _format(code, frame.f_lineno, code.co_filename))
+        text = known[1]
         if text is not None:
             frames.append(text)
         frame = frame.f_back
