@@ -24,7 +24,6 @@ until they reach the host: a whole batch of entries waits for one transfer.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +34,7 @@ from msprobe.core.events import TensorAdapter
 from msprobe.core.host_stats import HostCopy
 from msprobe.core.log import logger
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.writers import quoted
 
 Leaf = Callable[[Any, tuple], Any]
 # Writes one tensor of an entry to its file: (tensor, entry name, part, index path) → the file's name.
@@ -93,7 +93,7 @@ def render(encoded: Any) -> str:
     if encoded is None:  # a gradient that did not flow, an absent bias: json.dumps would cost 2 µs
         return "null"
     if isinstance(encoded, dict) and not _is_scalar(encoded):
-        return f"{{{', '.join([f'{_key(key)}: {render(item)}' for key, item in encoded.items()])}}}"
+        return f"{{{', '.join([f'{quoted(key)}: {render(item)}' for key, item in encoded.items()])}}}"
     return json.dumps(encoded)
 
 
@@ -102,11 +102,6 @@ def _is_scalar(value: dict) -> bool:
     (A keyword-argument dict never matches: its values are encoded, never a bare string.)"""
     return len(value) == 2 and isinstance(value.get("type"), str) and "value" in value \
         and not isinstance(value["value"], (list, dict, TensorRecord))
-
-
-@functools.lru_cache(maxsize=1024)
-def _key(key: str) -> str:
-    return json.dumps(key)
 
 
 class EntryEncoder:
