@@ -152,7 +152,8 @@ def test_describe_and_encode_other():
     torch.randn(20000),  # above the numpy threshold: torch's single-pass host reduction
 ], ids=["float32", "non-finite", "int32", "large"])
 def test_device_path_agrees_with_the_host_path(values):
-    """On CPU the adapter computes with numpy (small tensors with their batch); the accelerator path (launch, then one fetch) runs here too."""
+    """On CPU the adapter computes with numpy (small tensors with their batch); the accelerator path
+    (launch, then one fetch) runs here too."""
     from msprobe.pytorch.adapter import StatsHandle, TorchTensorAdapter, _float_stats
 
     adapter = TorchTensorAdapter()

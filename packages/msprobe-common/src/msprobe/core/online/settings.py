@@ -13,7 +13,8 @@ __all__ = ["VARIABLES", "OnlineSettings", "SettingError", "online_settings"]
 VARIABLES = (
     IntSetting("MSPROBE_ONLINE_QUEUE", 256, 1, 1 << 20, "records the sender's queue holds"),
     IntSetting("MSPROBE_ONLINE_QUEUE_MB", 1024, 1, 1 << 20, "MiB of tensors the sender's queue holds"),
-    IntSetting("MSPROBE_ONLINE_MAX_WAIT_MS", 0, 0, 60_000, "milliseconds a training hook waits for room in a full queue"),
+    IntSetting("MSPROBE_ONLINE_MAX_WAIT_MS", 0, 0, 60_000,
+               "milliseconds a training hook waits for room in a full queue"),
     IntSetting("MSPROBE_ONLINE_MAX_MESSAGE_MB", 1024, 1, 1 << 16, "MiB of the largest message sent or accepted"),
     IntSetting("MSPROBE_ONLINE_WORKERS", 0, 0, 1024, "replay processes of the receiver (0: one per CPU)"),
 )
