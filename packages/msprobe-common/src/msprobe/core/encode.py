@@ -156,11 +156,11 @@ class EntryEncoder:
     def hold(self, name: str, entry: dict) -> bool:
         """Keep a finished entry until its statistics arrive; True when a batch is full.
 
-        When no statistic is pending (every one was computed on the host, as on a CPU run) the entry is
-        rendered to its dump.json text at once: a string is all that waits for the writer, not the
-        dicts, lists and records of the entry, which the garbage collector would otherwise walk and
-        promote until the end of the step (promotions bring full collections of the user's whole heap;
-        docs/performance.md)."""
+        When no statistic is pending (every one was computed at once: large host tensors, repeats of
+        tensors whose batch was reduced) the entry is rendered to its dump.json text at once: a string
+        is all that waits for the writer, not the dicts, lists and records of the entry, which the
+        garbage collector would otherwise walk and promote until the end of the step (promotions bring
+        full collections of the user's whole heap; docs/performance.md)."""
         self._held.append((name, entry if self._handles else render(entry)))
         return len(self._held) >= self.batch
 

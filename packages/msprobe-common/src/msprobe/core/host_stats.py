@@ -74,7 +74,8 @@ class HostCopy:
     Why: a small tensor's four reductions cost ≈ 1 µs each through numpy's per-call machinery, and a
     model's calls are mostly small tensors; one reduction over a stack of a thousand rows costs about as
     much as one of them. ``stats`` is set when resolved (the copy is then let go), so a handle shared by
-    an unchanged tensor seen again is reduced once."""
+    an unchanged tensor seen again is reduced once. Copies live until their batch is fetched (at most
+    ``FETCH_BATCH`` entries, or the step's end), each at most :data:`BATCHED_MAX_ELEMENTS` elements."""
 
     __slots__ = ("values", "stats")
 
