@@ -58,20 +58,23 @@ class NumpyTensorAdapter:
     def stats(self, tensor: np.ndarray) -> StatsHandle:
         return StatsHandle(array_stats(tensor))
 
-    def capture(self, tensor: np.ndarray) -> tuple[TensorRecord, StatsHandle]:
+    def capture(self, tensor: np.ndarray, remember: bool = False) -> tuple[TensorRecord, StatsHandle]:
         return self.describe(tensor), self.stats(tensor)
+
+    def forget(self) -> None:
+        pass  # nothing is kept for reuse
 
     def fetch(self, handles: list[StatsHandle]) -> list[TensorStats]:
         self.fetch_sizes.append(len(handles))
         return [handle.stats for handle in handles]
 
-    def checksum(self, tensor: np.ndarray) -> str:
+    def checksum(self, tensor: np.ndarray, remember: bool = False) -> str:
         return f"{zlib.crc32(np.ascontiguousarray(tensor).tobytes()) & 0xFFFFFFFF:08x}"
 
     def snapshot(self, tensor: np.ndarray) -> np.ndarray:
         return tensor.copy()
 
-    def freeze(self, tensor: np.ndarray, *, reuse: bool = True) -> FrozenTensor:
+    def freeze(self, tensor: np.ndarray, *, reuse: bool = True, remember: bool = False) -> FrozenTensor:
         array = np.array(tensor, order="C", copy=True)
         return FrozenTensor(array, array.nbytes)
 

@@ -227,8 +227,8 @@ def test_an_unchanged_tensor_is_linked_only_to_this_runs_own_file(tmp_path):
     tensor = torch.arange(6.0)
     directory = tmp_path / "step0" / "rank" / "dump_tensor_data"
     directory.mkdir(parents=True)
-    writer.save(tensor, directory / "a.pt")
-    writer.save(tensor, directory / "b.pt")  # the same unchanged tensor: a second name, no second write
+    writer.save(tensor, directory / "a.pt", remember=True)  # a call's output ...
+    writer.save(tensor, directory / "b.pt")  # ... unchanged as the next call's input: a second name
     writer.drain()
     assert os.path.samefile(directory / "a.pt", directory / "b.pt")
     writer.save(tensor, directory / "b2.pt")  # once the first file is written, linked from the saving thread
@@ -238,7 +238,7 @@ def test_an_unchanged_tensor_is_linked_only_to_this_runs_own_file(tmp_path):
     directory.parent.rename(directory.parent.with_name("rank.moved-x"))
     directory.mkdir(parents=True)
     torch.save(torch.full((6,), -1.0), directory / "a.pt")
-    writer.save(tensor, directory / "c.pt")
+    writer.save(tensor, directory / "c.pt", remember=True)
     writer.drain()
     assert not os.path.samefile(directory / "a.pt", directory / "c.pt")
     assert torch.equal(torch.load(directory / "c.pt", weights_only=True), tensor)

@@ -187,7 +187,7 @@ class TensorFiles:
 
     def save(self, tensor: Any, entry: str, part: str, path: tuple) -> str:
         file_name = tensor_file_name(entry, part, path, self.adapter.tensor_suffix)
-        self.writer.save(tensor, self.output.tensor_dir / file_name)
+        self.writer.save(tensor, self.output.tensor_dir / file_name, remember=part == "output")
         return file_name
 
     def drain(self) -> None:
@@ -212,6 +212,7 @@ class Parts:
         with_tensors: bool,
         with_md5: bool = False,
     ) -> None:
+        self.adapter = adapter
         self.output = StepOutput(dump_path, task=task, level=level, framework=framework, with_tensors=with_tensors)
         self.tensors = TensorFiles(adapter, self.output) if with_tensors else None
         save = self.tensors.save if self.tensors is not None else None
@@ -220,6 +221,7 @@ class Parts:
 
     def begin_step(self, step: int, rank: int | None) -> None:
         self.end_step()
+        self.adapter.forget()
         self.spans.new_step()
         self.output.open(step, rank)
 

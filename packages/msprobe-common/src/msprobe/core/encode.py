@@ -134,11 +134,12 @@ class EntryEncoder:
         if as_list and not isinstance(value, (list, tuple)):
             value = (value,)
         adapter, handles, save = self.adapter, self._handles, self.save
+        produced = part == "output"  # what the call made: reused if met again unchanged (next call's input)
 
         def leaf(item: Any, path: tuple) -> Any:
             if not adapter.is_tensor(item):
                 return adapter.encode_other(item)
-            record, stats = adapter.capture(item)
+            record, stats = adapter.capture(item, produced)
             if isinstance(stats, TensorStats):
                 record.stats = stats  # computed on the host already (a CPU run): nothing to wait for
             elif isinstance(stats, HostCopy) and stats.stats is not None:
@@ -146,7 +147,7 @@ class EntryEncoder:
             else:
                 handles.append((record, stats))
             if self.with_md5:
-                record.md5 = adapter.checksum(item)
+                record.md5 = adapter.checksum(item, produced)
             if save is not None:
                 record.data_name = save(item, entry, part, path)
             return record

@@ -86,21 +86,29 @@ class TensorAdapter(Protocol):
     def stats(self, tensor: Any) -> Any:
         """Launch the statistics of ``tensor`` on its device and return a handle; must not sync."""
 
-    def capture(self, tensor: Any) -> tuple[TensorRecord, Any]:
-        """``(describe(tensor), stats(tensor))``: what the encoder asks for every tensor it keeps."""
+    def capture(self, tensor: Any, remember: bool = False) -> tuple[TensorRecord, Any]:
+        """``(describe(tensor), stats(tensor))``: what the encoder asks for every tensor it keeps.
+        ``remember``: the tensor is one a recorded call produced (an output); an adapter may keep what it
+        computed for such a tensor and reuse it while the tensor is unchanged, until :meth:`forget`."""
+
+    def forget(self) -> None:
+        """A new step: drop whatever was kept for reuse (a tensor can change between steps in ways a
+        framework does not count, e.g. batch_norm's running statistics or a write through ``.data``)."""
 
     def fetch(self, handles: list[Any]) -> list[TensorStats]:
         """Bring the statistics of many handles to the host in one transfer."""
 
-    def checksum(self, tensor: Any) -> str:
-        """CRC-32 of the tensor's bytes as 8 lowercase hex digits (summary_mode md5)."""
+    def checksum(self, tensor: Any, remember: bool = False) -> str:
+        """CRC-32 of the tensor's bytes as 8 lowercase hex digits (summary_mode md5); ``remember`` as in
+        :meth:`capture`."""
 
     def snapshot(self, tensor: Any) -> Any:
         """A detached copy that later in-place changes cannot reach (for saving inputs of in-place APIs)."""
 
-    def freeze(self, tensor: Any, *, reuse: bool = True) -> Any:
+    def freeze(self, tensor: Any, *, reuse: bool = True, remember: bool = False) -> Any:
         """A :class:`~msprobe.core.tensor_writer.FrozenTensor`: a contiguous host copy for its file;
-        with ``reuse``, the same one again for the same unchanged tensor (where the framework can tell)."""
+        with ``reuse``, the same one again for the same unchanged tensor (where the framework can tell
+        and the tensor was frozen with ``remember``, as in :meth:`capture`)."""
 
     def write_frozen(self, payload: Any, handle: BinaryIO) -> None:
         """Write a frozen copy's file content to ``handle`` (on the tensor writer's thread)."""

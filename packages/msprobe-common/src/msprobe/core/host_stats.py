@@ -187,9 +187,13 @@ class StatsAdapterBase:
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, self.tensor_type)
 
-    def capture(self, tensor: Any) -> tuple[TensorRecord, StatsHandle | TensorStats]:
-        """:meth:`describe` and :meth:`stats` of one tensor (a framework may do both under one guard)."""
+    def capture(self, tensor: Any, remember: bool = False) -> tuple[TensorRecord, StatsHandle | TensorStats]:
+        """:meth:`describe` and :meth:`stats` of one tensor (a framework may do both under one guard, and
+        keep results for tensors it is asked to ``remember``)."""
         return self.describe(tensor), self.stats(tensor)
+
+    def forget(self) -> None:
+        """A new step; nothing is kept here (a framework adapter that keeps results drops them)."""
 
     def fetch(self, handles: Sequence[StatsHandle | HostCopy | TensorStats]) -> list[TensorStats]:
         """The statistics of ``handles`` in their order: the :class:`StatsHandle` values go to the host in

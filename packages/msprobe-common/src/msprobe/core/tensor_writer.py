@@ -56,9 +56,9 @@ class FrozenTensor:
 class FreezingAdapter(Protocol):
     """What the writer needs of a framework's tensor adapter."""
 
-    def freeze(self, tensor: Any, *, reuse: bool = True) -> FrozenTensor:
+    def freeze(self, tensor: Any, *, reuse: bool = True, remember: bool = False) -> FrozenTensor:
         """A host copy later in-place changes cannot reach; with ``reuse``, the same object as before
-        for the same tensor unchanged since."""
+        for the same tensor unchanged since it was frozen with ``remember``."""
 
     def write_frozen(self, payload: Any, handle: BinaryIO) -> None:
         """Serialise a :attr:`FrozenTensor.payload` (``torch.save``, ``numpy.save``)."""
@@ -88,10 +88,11 @@ class TensorWriter:
         self._changed = threading.Condition()
 
     # ------------------------------------------------------------------ the training thread
-    def save(self, tensor: Any, target: Path) -> None:
-        """Copy ``tensor`` now and write it to ``target`` soon; may wait for room within the budget."""
+    def save(self, tensor: Any, target: Path, *, remember: bool = False) -> None:
+        """Copy ``tensor`` now and write it to ``target`` soon; may wait for room within the budget.
+        ``remember``: a tensor a recorded call produced, whose file a later save of it may link to."""
         self._raise_error()
-        frozen = self.adapter.freeze(tensor)
+        frozen = self.adapter.freeze(tensor, remember=remember)
         if frozen.queued:
             payload = frozen.payload  # read once: the writer lets it go after the first file
             if payload is not None:  # the first file is still to be written: a second name after it
@@ -99,7 +100,7 @@ class TensorWriter:
                 return
             if link_written(frozen.written, target):
                 return
-            frozen = self.adapter.freeze(tensor, reuse=False)  # that file was moved or replaced: write anew
+            frozen = self.adapter.freeze(tensor, reuse=False, remember=remember)  # moved or replaced: anew
         frozen.queued = True
         self._put(_Job(target, frozen, frozen.payload, frozen.nbytes, first=True))
 

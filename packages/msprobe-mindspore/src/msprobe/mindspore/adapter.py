@@ -67,15 +67,16 @@ class MindSporeTensorAdapter(StatsAdapterBase):
     def transfer(self, values: list[mindspore.Tensor]) -> list[list[float]]:
         return ops.stack(values).asnumpy().tolist()
 
-    def checksum(self, tensor: mindspore.Tensor) -> str:
+    def checksum(self, tensor: mindspore.Tensor, remember: bool = False) -> str:
         return crc32_hex(np.ascontiguousarray(tensor.asnumpy()).tobytes())
 
     def snapshot(self, tensor: mindspore.Tensor) -> mindspore.Tensor:
         return tensor.copy()
 
-    def freeze(self, tensor: mindspore.Tensor, *, reuse: bool = True) -> FrozenTensor:
-        """A C-ordered numpy copy for :class:`~msprobe.core.tensor_writer.TensorWriter` (``reuse`` has no
-        effect: MindSpore tensors carry no version counter to tell an unchanged tensor by)."""
+    def freeze(self, tensor: mindspore.Tensor, *, reuse: bool = True, remember: bool = False) -> FrozenTensor:
+        """A C-ordered numpy copy for :class:`~msprobe.core.tensor_writer.TensorWriter` (``reuse`` and
+        ``remember`` have no effect: MindSpore tensors carry no version counter to tell an unchanged
+        tensor by, so nothing is kept for reuse)."""
         if tensor.dtype == mindspore.bfloat16:
             tensor = tensor.astype(mindspore.float32)
         array = np.array(tensor.asnumpy(), order="C", copy=True)  # asnumpy() may share the tensor's memory

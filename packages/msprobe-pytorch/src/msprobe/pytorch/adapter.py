@@ -161,31 +161,41 @@ class TorchTensorAdapter(StatsAdapterBase):
     def _describe(self, tensor: torch.Tensor) -> TensorRecord:
         return TensorRecord(self.type_name, _DTYPE_NAMES[tensor.dtype], tuple(tensor.shape), tensor.requires_grad)
 
-    def capture(self, tensor: torch.Tensor) -> tuple[TensorRecord, StatsHandle | HostCopy | TensorStats]:
+    def capture(self, tensor: torch.Tensor, remember: bool = False
+                ) -> tuple[TensorRecord, StatsHandle | HostCopy | TensorStats]:
         """:meth:`describe` and :meth:`stats` at once: one guard for both (this runs for every tensor of
         every entry), and none when the caller already hides everything (the sink runs inside
-        ``DisableTorchFunction``) and neither autocast nor a dispatch mode is on."""
+        ``DisableTorchFunction``) and neither autocast nor a dispatch mode is on. ``remember``: the tensor
+        is one a recorded call produced (see ``__init__``)."""
         if torch._C._is_torch_function_all_disabled() and not torch._C._is_any_autocast_enabled() \
                 and not torch._C._len_torch_dispatch_stack():
-            return self._describe(tensor), _remembered(self._recent, tensor, self._compute_stats)
+            return self._describe(tensor), _remembered(self._recent, tensor, self._compute_stats, remember)
         with _Exact(tensor):
-            return self._describe(tensor), _remembered(self._recent, tensor, self._compute_stats)
+            return self._describe(tensor), _remembered(self._recent, tensor, self._compute_stats, remember)
 
     def __init__(self) -> None:
         # The output of one call is usually the input of the next: statistics of a tensor that has not
-        # changed since (same tensor, same version counter) are reused, not recomputed.
-        # Checksums likewise (md5 mode hashes every byte, so a repeat is as dear as the first time).
+        # changed since (same tensor, same version counter) are reused, not recomputed. Checksums and
+        # tensor copies likewise (md5 mode hashes every byte, so a repeat is as dear as the first time).
+        # Only what a recorded call produced is remembered, and only until the step ends (forget): a
+        # version counter misses changes made inside a kernel (batch_norm updates its running statistics
+        # in place without moving it) and through ``.data``, which parameters and buffers do see.
         self._recent: _Memo = {}
         self._checksums: _Memo = {}
         self._saved: _Memo = {}
 
+    def forget(self) -> None:
+        """A new step: nothing remembered from the last one is reused."""
+        for memo in (self._recent, self._checksums, self._saved):
+            memo.clear()
+
     def stats(self, tensor: torch.Tensor) -> StatsHandle | HostCopy | TensorStats:
         with _Exact(tensor):
-            return _remembered(self._recent, tensor, self._compute_stats)
+            return _remembered(self._recent, tensor, self._compute_stats, False)
 
-    def checksum(self, tensor: torch.Tensor) -> str:
+    def checksum(self, tensor: torch.Tensor, remember: bool = False) -> str:
         with _Exact(tensor):  # a user's mode must not see (or change) the copy we hash
-            return _remembered(self._checksums, tensor, _crc32)
+            return _remembered(self._checksums, tensor, _crc32, remember)
 
     def _compute_stats(self, tensor: torch.Tensor) -> StatsHandle | HostCopy | TensorStats:
         t = tensor.detach()  # detached: nothing below is recorded by autograd
@@ -203,17 +213,19 @@ class TorchTensorAdapter(StatsAdapterBase):
         with torch.no_grad():
             return tensor.detach().clone()
 
-    def freeze(self, tensor: torch.Tensor, *, reuse: bool = True) -> FrozenTensor:
+    def freeze(self, tensor: torch.Tensor, *, reuse: bool = True, remember: bool = False) -> FrozenTensor:
         """A contiguous host copy of the tensor's own elements (a view's, not its whole storage), for
         :class:`~msprobe.core.tensor_writer.TensorWriter`; the same one again for the same unchanged
-        tensor, so that its second file is a second name of the first."""
+        tensor that a recorded call produced (``remember``), so that its second file is a second name of
+        the first."""
         if reuse:
             known = _known(self._saved, tensor)
             if known is not None:
                 return known
         copy = tensor.detach().to("cpu", memory_format=torch.contiguous_format, copy=True)
         frozen = FrozenTensor(copy, copy.numel() * copy.element_size())
-        _remember(self._saved, tensor, frozen)
+        if remember:
+            _remember(self._saved, tensor, frozen)
         return frozen
 
     def write_frozen(self, payload: torch.Tensor, handle: BinaryIO) -> None:
@@ -249,12 +261,14 @@ def _remember(cache: _Memo, tensor: torch.Tensor, result: Any) -> None:
     cache[id(tensor)] = (weakref.ref(tensor), tensor._version, result)
 
 
-def _remembered(cache: _Memo, tensor: torch.Tensor, compute: Any) -> Any:
-    """``compute(tensor)``, or what it gave for this same tensor at this same version."""
+def _remembered(cache: _Memo, tensor: torch.Tensor, compute: Any, remember: bool) -> Any:
+    """``compute(tensor)``, or what it gave for this same tensor at this same version; kept for later
+    only when ``remember``."""
     result = _known(cache, tensor)
     if result is None:
         result = compute(tensor)
-        _remember(cache, tensor, result)
+        if remember:
+            _remember(cache, tensor, result)
     return result
 
 
