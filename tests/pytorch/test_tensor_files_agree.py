@@ -64,7 +64,7 @@ def test_batch_norm_running_statistics_are_read_at_every_call(task, tmp_path):
         bn = nn.BatchNorm1d(4)
         seen = []
         bn.register_forward_pre_hook(lambda module, args: seen.append(module.running_mean.clone()))
-        for step in range(2):
+        for _ in range(2):
             if debugger is not None:
                 debugger.start(bn)
             bn(bn(torch.randn(8, 4) * 3 + 1))
