@@ -4,6 +4,7 @@ thread, files in order, the byte budget, write errors handed back, draining and 
 from __future__ import annotations
 
 import errno
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -121,3 +122,35 @@ def test_the_budget_comes_from_the_environment_and_a_bad_value_names_the_variabl
         TensorWriter(NumpyTensorAdapter())
     monkeypatch.delenv("MSPROBE_TENSOR_QUEUE_MB")
     assert TensorWriter(NumpyTensorAdapter()).budget == QUEUE_MB.default << 20
+
+
+EXIT_WITHOUT_STOP = """
+import sys, time
+sys.path.insert(0, sys.argv[2])
+import numpy as np
+from pathlib import Path
+from numpy_adapter import NumpyTensorAdapter
+from msprobe.core.tensor_writer import TensorWriter
+
+class Slow(NumpyTensorAdapter):
+    def write_frozen(self, payload, handle):
+        time.sleep(0.3)
+        super().write_frozen(payload, handle)
+
+writer = TensorWriter(Slow())
+for i in range(5):
+    writer.save(np.full(4, float(i)), Path(sys.argv[1]) / f"{i}.npy")
+"""  # the program ends without drain(), as one that never calls stop()
+
+
+def test_a_program_that_ends_without_stop_leaves_no_temporary_file(tmp_path):
+    script = tmp_path / "exit.py"
+    script.write_text(EXIT_WITHOUT_STOP)
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run([sys.executable, str(script), str(out), str(Path(__file__).parent)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    names = sorted(p.name for p in out.iterdir())
+    assert not [n for n in names if n.endswith(".tmp")]
+    assert names in (["0.npy"], ["0.npy", "1.npy"])  # the file being written finished; the rest were given up

@@ -24,6 +24,7 @@ hands back the same :class:`FrozenTensor` for it.
 
 from __future__ import annotations
 
+import atexit
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -111,12 +112,12 @@ class TensorWriter:
                 self._changed.wait()
             thread, self._thread = self._thread, None
             self._changed.notify_all()  # an idle writer sees that it is no longer wanted
-        if thread is not None:
-            thread.join()
+        self._let_go(thread)
         self._raise_error()
 
     def discard(self) -> None:
-        """Give up what is queued (after a write error); the file being written finishes or fails."""
+        """Give up what is queued (after a write error, or at exit without ``stop()``, when no dump.json
+        would name the files); the file being written finishes or fails, so no temporary file stays."""
         with self._changed:
             self._jobs.clear()
             self._error = None
@@ -125,8 +126,12 @@ class TensorWriter:
             self._queued_bytes = 0
             thread, self._thread = self._thread, None
             self._changed.notify_all()
+        self._let_go(thread)
+
+    def _let_go(self, thread: threading.Thread | None) -> None:
         if thread is not None:
             thread.join()
+            atexit.unregister(self.discard)
 
     def _put(self, job: _Job) -> None:
         with self._changed:
@@ -138,6 +143,7 @@ class TensorWriter:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="msprobe-tensor-writer", daemon=True)
                 self._thread.start()
+                atexit.register(self.discard)  # a program that ends without stop(): see discard
             self._changed.notify_all()
 
     def _raise_error(self) -> None:
