@@ -9,7 +9,9 @@ training.
 from __future__ import annotations
 
 import errno
+import os
 import shutil
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,10 @@ class FailSafeSink:
             self.failed = True
             self._on_error(error)
 
+    def silence(self) -> None:
+        """Every later call is a no-op, with nothing logged (a forked child's copy, see Session)."""
+        self.failed = True
+
 
 def write_error_message(error: BaseException, dump_path: str, step: int) -> str:
     """The one log line of a failed write: what, where, how much space was missing when known."""
@@ -110,6 +116,20 @@ def _free_bytes(path: Path) -> int | None:
         except OSError:
             continue
     return None
+
+
+# Sessions collecting now. A process forked meanwhile (a DataLoader worker started inside the window)
+# runs the dataset's code, not the training's: its copy of the session records nothing.
+_collecting: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
+def _silence_in_child() -> None:
+    for session in list(_collecting):
+        session.sink.silence()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_silence_in_child)
 
 
 class Session:
@@ -171,12 +191,14 @@ class Session:
         self._heap.freeze()
         self.interceptor.enable()
         self.started = True
+        _collecting.add(self)
 
     def stop(self) -> None:
         """Collection off; this step's files are complete on disk when this returns."""
         if self.started:
             self.interceptor.disable()
             self.started = False
+            _collecting.discard(self)
         if self._step_open:
             self._step_open = False
             self.sink.run(self.collector.end_step)
@@ -189,6 +211,7 @@ class Session:
         if self.started:
             self.interceptor.disable()
             self.started = False
+            _collecting.discard(self)
 
     def step(self) -> None:
         self.stop()

@@ -25,7 +25,9 @@ hands back the same :class:`FrozenTensor` for it.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,8 @@ from msprobe.core.fileio import WrittenFile, link_written, write_file
 from msprobe.core.settings import IntSetting
 
 QUEUE_MB = IntSetting("MSPROBE_TENSOR_QUEUE_MB", 1024, 1, 1 << 20, "MiB of tensor copies waiting to be written")
+
+_writers: weakref.WeakSet[TensorWriter] = weakref.WeakSet()
 
 
 class FrozenTensor:
@@ -87,6 +91,7 @@ class TensorWriter:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._changed = threading.Condition()
+        _writers.add(self)
 
     # ------------------------------------------------------------------ the training thread
     def save(self, tensor: Any, target: Path, *, remember: bool = False) -> None:
@@ -184,3 +189,17 @@ class TensorWriter:
         if job.first:
             frozen.written = written  # before the payload goes: save() reads payload, then written
             frozen.payload = None
+
+
+def _start_afresh_in_child() -> None:
+    """A forked child (a DataLoader worker) has no writer thread, and the lock may have been held by it at
+    the fork: the child's copies of the writers start empty, with a new lock and nothing to do at exit."""
+    for writer in list(_writers):
+        atexit.unregister(writer.discard)
+        writer._changed = threading.Condition()
+        writer._jobs.clear()
+        writer._queued_bytes, writer._busy, writer._error, writer._thread = 0, False, None, None
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_start_afresh_in_child)
