@@ -118,14 +118,15 @@ def _free_bytes(path: Path) -> int | None:
     return None
 
 
-# Sessions collecting now. A process forked meanwhile (a DataLoader worker started inside the window)
-# runs the dataset's code, not the training's: its copy of the session records nothing.
-_collecting: weakref.WeakSet[Session] = weakref.WeakSet()
+# Every session of the process. One forked while a session collects (a DataLoader worker started
+# inside the window) runs the dataset's code, not the training's: its copy of that session records nothing.
+_sessions: weakref.WeakSet[Session] = weakref.WeakSet()
 
 
 def _silence_in_child() -> None:
-    for session in list(_collecting):
-        session.sink.silence()
+    for session in list(_sessions):
+        if session.started:
+            session.sink.silence()
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
@@ -162,6 +163,7 @@ class Session:
         self.finished = False
         self._step_open = False
         self._heap = FrozenHeap()  # full collections walk only what capture allocates (msprobe.core.heap)
+        _sessions.add(self)
 
     @classmethod
     def with_kit(cls, config: DebuggerConfig, collector: StepCollector, kit: Any, on_finish: Callable[[], None],
@@ -191,14 +193,12 @@ class Session:
         self._heap.freeze()
         self.interceptor.enable()
         self.started = True
-        _collecting.add(self)
 
     def stop(self) -> None:
         """Collection off; this step's files are complete on disk when this returns."""
         if self.started:
             self.interceptor.disable()
             self.started = False
-            _collecting.discard(self)
         if self._step_open:
             self._step_open = False
             self.sink.run(self.collector.end_step)
@@ -211,7 +211,6 @@ class Session:
         if self.started:
             self.interceptor.disable()
             self.started = False
-            _collecting.discard(self)
 
     def step(self) -> None:
         self.stop()

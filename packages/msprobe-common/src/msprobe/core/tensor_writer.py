@@ -85,13 +85,17 @@ class TensorWriter:
     def __init__(self, adapter: FreezingAdapter, budget_bytes: int | None = None) -> None:
         self.adapter = adapter
         self.budget = QUEUE_MB.read() << 20 if budget_bytes is None else budget_bytes
+        self._start_empty()
+        _writers.add(self)
+
+    def _start_empty(self) -> None:
+        """No job, no thread, no error, a new lock: a new writer, or a forked child's copy of one."""
         self._jobs: deque[_Job] = deque()
         self._queued_bytes = 0  # of the jobs queued and the one being written
         self._busy = False
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._changed = threading.Condition()
-        _writers.add(self)
 
     # ------------------------------------------------------------------ the training thread
     def save(self, tensor: Any, target: Path, *, remember: bool = False) -> None:
@@ -124,11 +128,10 @@ class TensorWriter:
         """Give up what is queued (after a write error, or at exit without ``stop()``, when no dump.json
         would name the files); the file being written finishes or fails, so no temporary file stays."""
         with self._changed:
-            self._jobs.clear()
+            self._drop_queued()
             self._error = None
             while self._busy:
                 self._changed.wait()
-            self._queued_bytes = 0
             thread, self._thread = self._thread, None
             self._changed.notify_all()
         self._let_go(thread)
@@ -150,6 +153,11 @@ class TensorWriter:
                 self._thread.start()
                 atexit.register(self.discard)  # a program that ends without stop(): see discard
             self._changed.notify_all()
+
+    def _drop_queued(self) -> None:
+        """Forget the queued jobs and their bytes (called holding the lock)."""
+        self._queued_bytes -= sum(job.nbytes for job in self._jobs)
+        self._jobs.clear()
 
     def _raise_error(self) -> None:
         error = self._error
@@ -173,12 +181,11 @@ class TensorWriter:
                 with self._changed:
                     if self._error is None:
                         self._error = error
-                    self._jobs.clear()  # the step is given up: nothing queued is wanted any more
-                    self._queued_bytes = job.nbytes  # (let go in ``finally``)
+                    self._drop_queued()  # the step is given up: nothing queued is wanted any more
             finally:
                 with self._changed:
                     self._busy = False
-                    self._queued_bytes = max(0, self._queued_bytes - job.nbytes)
+                    self._queued_bytes -= job.nbytes
                     self._changed.notify_all()
 
     def _write(self, job: _Job) -> None:
@@ -196,9 +203,7 @@ def _start_afresh_in_child() -> None:
     the fork: the child's copies of the writers start empty, with a new lock and nothing to do at exit."""
     for writer in list(_writers):
         atexit.unregister(writer.discard)
-        writer._changed = threading.Condition()
-        writer._jobs.clear()
-        writer._queued_bytes, writer._busy, writer._error, writer._thread = 0, False, None, None
+        writer._start_empty()
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
