@@ -3,8 +3,10 @@ receiver's intake (rank filter, forward/backward pairing), without a framework."
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +15,10 @@ from msprobe.core.online import wire
 from msprobe.core.online.receiver import Intake
 from msprobe.core.online.sender import Outgoing, Sender, SenderOptions
 from msprobe.core.online.wire import Kind, Message, WireTensor
+
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+from waiting import until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -106,7 +112,7 @@ def test_an_absent_receiver_drops_without_copying_and_logs_once(msprobe_log):
     link = FakeLink(refuse=True)
     sender = Sender(link, 0, to_wire, SenderOptions(queue_size=10))
     assert sender.offer(_record(0, 0))
-    assert _until(lambda: not sender.accepting())  # the failed connection was noticed
+    assert until(lambda: not sender.accepting(), 5.0)  # the failed connection was noticed
     sender.drop()  # what the hooks do while the receiver is away: nothing copied
     sender.step_end(0)
     start = time.monotonic()
@@ -143,15 +149,6 @@ def test_a_record_larger_than_the_maximum_is_dropped_and_the_next_one_sent(mspro
     sender.close()
     assert [m.meta["name"] for m in link.frames if m.kind == Kind.DATA] == ["Torch.add.1.forward"]
     assert sender.dropped == 1 and any("not sent" in m for m in msprobe_log.messages)
-
-
-def _until(predicate, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 # ----------------------------------------------------------------------------------------------- the intake

@@ -20,6 +20,7 @@ from msprobe.core.online.wire import HEADER, Kind, Limits, Message, WireTensor
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 from online_tls import make_tls  # noqa: E402
+from waiting import until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,15 +50,6 @@ class Recorder:
     def malformed(self, where: str, error: Exception) -> None:
         self.bad.append(str(error))
         self.event.set()
-
-
-def _until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def _data(seq: int, rank: int = 0, step: int = 0) -> tuple[wire.Header, bytes]:
@@ -173,12 +165,12 @@ def test_garbage_bytes_end_that_connection_only(server_factory):
     server, recorder = server_factory()
     sock = _raw(server.port)
     sock.sendall(os.urandom(4096))
-    assert _until(lambda: recorder.bad)
+    assert until(lambda: recorder.bad, 10.0)
     assert _closed(sock)  # the receiver closed this connection
     sock.close()
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw:
         raw.sendall(os.urandom(100))  # garbage instead of HELLO
-    assert _until(lambda: len(recorder.bad) == 2)
+    assert until(lambda: len(recorder.bad) == 2, 10.0)
     _send_all(TcpLink("127.0.0.1", server.port, None, rank=0, timeout=5), 2)
     assert len(recorder.messages) == 2
 
@@ -187,7 +179,7 @@ def test_oversized_length_field_is_refused_without_reading_on(server_factory):
     server, recorder = server_factory(limits=Limits(max_message=1 << 20))
     sock = _raw(server.port)
     sock.sendall(HEADER.pack(wire.MAGIC, wire.VERSION, int(Kind.DATA), 0, 0, 0, 1, 2**62, 0))
-    assert _until(lambda: recorder.bad)
+    assert until(lambda: recorder.bad, 10.0)
     assert "exceeds the maximum message size" in recorder.bad[0]
     assert _closed(sock)
     sock.close()
@@ -249,7 +241,7 @@ def test_shared_directory_files_are_named_read_in_order_and_deleted(tmp_path):
     recorder = Recorder(ranks=(0,))
     watcher = DirWatcher(str(tmp_path / "nfs"), Limits(), recorder)
     try:
-        assert _until(lambda: recorder.stops)
+        assert until(lambda: recorder.stops, 10.0)
     finally:
         watcher.close()
     assert [m.seq for m in recorder.messages] == [1, 2, 3]
@@ -266,7 +258,7 @@ def test_shared_directory_refuses_oversized_and_misnamed_files(tmp_path):
     recorder = Recorder()
     watcher = DirWatcher(str(nfs), Limits(max_message=2000), recorder)
     try:
-        assert _until(lambda: len(recorder.bad) == 2)
+        assert until(lambda: len(recorder.bad) == 2, 10.0)
     finally:
         watcher.close()
     assert recorder.messages == [] and os.listdir(nfs) == []
