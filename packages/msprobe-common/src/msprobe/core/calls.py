@@ -92,8 +92,10 @@ class CallReporter:
         return Started(call, bool(self._to_sink(self.sink.forward_start, call)))
 
     def end(self, started: Started, output: Any) -> Any:
-        """The call returned ``output``; what the user gets: ``output`` or the sink's replacement."""
+        """The call returned ``output``; what the user gets: ``output`` or the sink's replacement. The
+        call's arguments are let go (:meth:`~msprobe.core.events.Call.release_arguments`)."""
         replacement = self._to_sink(self.sink.forward_end, started.call, output)
+        started.call.release_arguments()
         return output if replacement is None else replacement
 
     def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:

@@ -21,7 +21,8 @@ class Call:
 
     ``name`` is the full forward entry name (``Torch.add.0.forward``, ``Module.fc.Linear.forward.0``)
     built with :mod:`msprobe.core.naming`. ``args``/``kwargs`` are the real call arguments, handed to the
-    sink *before* the call runs, so an in-place API's inputs can be recorded as they were.
+    sink *before* the call runs, so an in-place API's inputs can be recorded as they were; they are let
+    go when the call returns (:meth:`release_arguments`), so a sink's ``backward`` finds them empty.
 
     ``rerun`` (API calls only, else ``None``) runs the real API again, unrecorded:
     ``call.rerun(*args, **kwargs)``. Free benchmark uses it to run an API on perturbed inputs.
@@ -39,6 +40,16 @@ class Call:
     state: dict = field(default_factory=dict)
     rerun: Callable[..., Any] | None = None
 
+    def release_arguments(self) -> None:
+        """The call returned and every sink has seen its end: let its arguments go.
+
+        A call waits for its backward in hooks on the autograd graph. Holding its arguments there kept a
+        step's activations alive for as long as the user kept any output (a list of losses), and closed a
+        cycle through autograd's C++ nodes, which Python's collector cannot see, whenever an output was
+        an input itself (``dropout`` with ``p=0``) or written in place (``ReLU(inplace=True)``): every
+        step's activations stayed in memory until the job ran out of it."""
+        self.args, self.kwargs = (), {}
+
 
 class CallSink(Protocol):
     """What a collector offers an interceptor. Every method is called with interception paused, so the
@@ -54,7 +65,8 @@ class CallSink(Protocol):
     def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
         """The backward of ``call`` ran: ``grad_input`` are the gradients flowing into it (one per forward
         output), ``grad_output`` those it produced for its tensor inputs, in forward argument order
-        (``None`` where an input needs no gradient)."""
+        (``None`` where an input needs no gradient). ``call.args`` are gone by now: what a sink needs of
+        them here it keeps at ``forward_end``."""
 
 
 class StepCollector(CallSink, Protocol):

@@ -140,8 +140,8 @@ class FreeBenchmarkCollector:
         perturbed = self.ops.rerun(call, *perturbed_args, pending.random_state, differentiable=fix)
         if fix:
             return self.ops.fixed(output, perturbed)
-        self._judge(call, "forward", self.ops.float_outputs(output), self.ops.float_outputs(perturbed),
-                    single=self.ops.is_tensor(output))
+        self._judge(call.name, (call.args, call.kwargs), "forward", self.ops.float_outputs(output),
+                    self.ops.float_outputs(perturbed), single=self.ops.is_tensor(output))
         return None
 
     def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
@@ -154,7 +154,7 @@ class FreeBenchmarkCollector:
             return
         original = [(i, g) for i, g in enumerate(grad_output) if g is not None]
         perturbed = [(i, g) for i, g in enumerate(grads) if g is not None]
-        self._judge(call, "backward", original, perturbed, single=len(grad_output) == 1)
+        self._judge(call.name, pending.saved, "backward", original, perturbed, single=len(grad_output) == 1)
 
     # ------------------------------------------------------------------ per-call state
     def _keep(self, call: Call) -> None:
@@ -178,14 +178,14 @@ class FreeBenchmarkCollector:
         return pending
 
     # ------------------------------------------------------------------ internals
-    def _judge(self, call: Call, stage: str, original: list, perturbed: list, *, single: bool) -> None:
+    def _judge(self, name: str, inputs: tuple, stage: str, original: list, perturbed: list, *, single: bool) -> None:
         """Rows for the outputs beyond their threshold. The threshold is the coarsest dtype's among
-        the output and the call's float inputs: a float16 input moved by one of its ulps moves a
-        float32 output (``.float()``) by far more than a float32 ulp."""
-        name = call.name
+        the output and the call's float ``inputs`` (its ``(args, kwargs)``, or their saved copies): a
+        float16 input moved by one of its ulps moves a float32 output (``.float()``) by far more than a
+        float32 ulp."""
         kind = _kind(name)
         others = dict(perturbed)
-        input_dtypes = {self.ops.dtype_key(t) for _, t in self.ops.float_outputs((call.args, call.kwargs))}
+        input_dtypes = {self.ops.dtype_key(t) for _, t in self.ops.float_outputs(inputs)}
         for index, tensor in original:
             if index not in others:
                 continue

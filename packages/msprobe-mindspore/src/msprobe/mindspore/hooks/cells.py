@@ -31,7 +31,7 @@ class CellHooks:
         self._start, self._end, self._backward = start, end, backward
         self._wants_backward = wants_backward
         self._running: dict[int, list[Started | None]] = {}
-        self._awaiting_backward: dict[int, list[Call]] = {}
+        self._awaiting_backward: dict[int, list[tuple[Call, int]]] = {}  # (call, its argument count)
 
     def install(self) -> HandleGroup:
         """Register the hooks; the handle removes them and forgets the calls still pending."""
@@ -64,7 +64,7 @@ class CellHooks:
             return
         self._end(started, output)
         if started.wants_backward and self._wants_backward():
-            self._awaiting_backward.setdefault(id(cell), []).append(started.call)
+            self._awaiting_backward.setdefault(id(cell), []).append((started.call, len(args)))
 
     def _backward_hook(self, cell: nn.Cell, grad_input: tuple, grad_output: tuple) -> None:
         # MindSpore passes the gradients of the cell's inputs first and those of its outputs second
@@ -72,6 +72,6 @@ class CellHooks:
         waiting = self._awaiting_backward.get(id(cell))
         if not waiting:
             return
-        call = waiting.pop()
-        produced = tuple(grad_input) if grad_input else tuple(None for _ in call.args)
+        call, arg_count = waiting.pop()
+        produced = tuple(grad_input) if grad_input else (None,) * arg_count
         self._backward(call, tuple(grad_output), produced)
