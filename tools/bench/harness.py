@@ -65,13 +65,24 @@ def run_modes(modes: dict[str, dict | None], run: Callable[[Any], list[Sample]],
     return samples
 
 
-def print_table(samples: dict[str, list[Sample]]) -> None:
-    """Median wall and CPU time per step, and their ratios to the bare run."""
+def verdict(target: float | None, *measured: float, unit: str = "x") -> str:
+    """``≤ target: met`` when every measured figure is within the target (``not met`` otherwise), or ""."""
+    if target is None:
+        return ""
+    met = all(value <= target for value in measured)
+    return f"≤ {target:g}{unit}: {'met' if met else 'NOT met'}"
+
+
+def print_table(samples: dict[str, list[Sample]], targets: dict[str, float] | None = None) -> None:
+    """Median wall and CPU time per step, their ratios to the bare run, and the verdict on each mode's
+    target ratio (met when both ratios are within it)."""
+    targets = targets or {}
     wall = {mode: statistics.median(t[0] for t in values) for mode, values in samples.items()}
     cpu = {mode: statistics.median(t[1] for t in values) for mode, values in samples.items()}
-    print(f"{'mode':36s} {'wall ms':>9s} {'ratio':>7s} {'cpu ms':>9s} {'ratio':>7s}")
+    print(f"{'mode':36s} {'wall ms':>9s} {'ratio':>7s} {'cpu ms':>9s} {'ratio':>7s}  target")
     for mode in samples:
+        wall_ratio, cpu_ratio = wall[mode] / wall["bare"], cpu[mode] / cpu["bare"]
         print(
-            f"{mode:36s} {wall[mode] * 1000:9.2f} {wall[mode] / wall['bare']:6.2f}x"
-            f" {cpu[mode] * 1000:9.2f} {cpu[mode] / cpu['bare']:6.2f}x"
+            f"{mode:36s} {wall[mode] * 1000:9.2f} {wall_ratio:6.2f}x"
+            f" {cpu[mode] * 1000:9.2f} {cpu_ratio:6.2f}x  {verdict(targets.get(mode), wall_ratio, cpu_ratio)}"
         )

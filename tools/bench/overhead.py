@@ -1,8 +1,8 @@
 """Overhead of the PyTorch debugger: a small transformer trained on CPU, bare and under each
 task/level, in one process, alternating modes round by round so that machine noise hits all alike.
 
-Prints the median step time of each mode and its ratio to the bare run (SPEC 10 targets:
-statistics ≤ 1.5×, md5 ≤ 2×, tensor ≤ 5×, idle ≤ 1.02×).
+Prints the median step time of each mode, its ratio to the bare run and whether the target ratio is met
+(:data:`TARGETS`: met when both the wall and the CPU ratio are within it).
 
     python tools/bench/overhead.py [--rounds 5] [--steps 10]
 """
@@ -32,7 +32,11 @@ MODES = {
     "overflow_check L1": dict(task="overflow_check", level="L1"),
     "free_benchmark add_noise (check)": dict(task="free_benchmark", level="L1", pert_mode="add_noise"),
 }
-
+# The ratios issue 16 asks for (SPEC 10 allows tensor 5×).
+TARGETS = {
+    "idle (loaded, step not selected)": 1.02, "statistics L1": 1.5, "statistics mix": 1.7, "md5 L1": 2.0,
+    "tensor L1": 4.0,
+}
 
 VOCAB, WIDTH, BATCH, SEQUENCE = 1000, 128, 16, 64
 
@@ -79,7 +83,7 @@ def main() -> None:
         PrecisionDebugger,
         args.rounds,
     )
-    print_table(samples)
+    print_table(samples, TARGETS)
 
 if __name__ == "__main__":
     main()

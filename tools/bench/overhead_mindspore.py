@@ -72,7 +72,7 @@ def main() -> None:
     samples = run_modes(
         MODES, lambda debugger: time_steps(batches, train_step, debugger, net), PrecisionDebugger, args.rounds
     )
-    print_table(samples)
+    print_table(samples, {"statistics L1": 1.5})
 
 if __name__ == "__main__":
     main()
