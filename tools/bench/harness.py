@@ -8,6 +8,7 @@ each step is timed in wall time and in this process's CPU time (the steadier one
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -21,10 +22,13 @@ from msprobe.core.debugger import BaseDebugger
 Sample = tuple[float, float]  # (wall seconds, CPU seconds) of one step
 
 
-def make_debugger(debugger_cls: Any, spec: dict | None, dump_path: Path) -> Any:
-    """A debugger for ``spec``: the common keys go to the top of config.json, the rest into the task's section."""
+def make_debugger(debugger_cls: Any, spec: dict | Callable[[Path], Any] | None, dump_path: Path) -> Any:
+    """A debugger for ``spec``: the common keys go to the top of config.json, the rest into the task's
+    section. A callable ``spec`` (:class:`PlainFiles`) makes its own stand-in from the dump path."""
     if spec is None:
         return None
+    if callable(spec):
+        return spec(dump_path)
     spec = dict(spec)
     common = {key: spec.pop(key) for key in ("task", "level", "step") if key in spec}
     config = dump_path.parent / "bench_config.json"
@@ -63,6 +67,50 @@ def run_modes(modes: dict[str, dict | None], run: Callable[[Any], list[Sample]],
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return samples
+
+
+def tensor_file_sizes(debugger_cls: Any, spec: dict, run_one_step: Callable[[Any], object], scratch: Path) -> list[int]:
+    """The sizes of the tensor files one step dumps under ``spec`` (a hard link, an unchanged tensor
+    saved again, counts once: it costs the disk no bytes)."""
+    dump = scratch / "sizes-dump"
+    try:
+        run_one_step(make_debugger(debugger_cls, spec, dump))
+        if BaseDebugger._active is not None:
+            BaseDebugger._active.finish()
+        files = (path.stat() for path in dump.rglob("dump_tensor_data/*"))
+        return list({(st.st_dev, st.st_ino): st.st_size for st in files}.values())
+    finally:
+        shutil.rmtree(dump, ignore_errors=True)
+
+
+class PlainFiles:
+    """A mode that stands in for a debugger: at each ``stop()`` it writes files of ``sizes`` (random
+    bytes) with plain ``open``/``write`` into a new directory under the dump path, kept as a dump keeps
+    its steps. Beside ``tensor L1`` in the same rounds it shows what the disk alone costs: the tensor
+    mode cannot be faster than the bare step plus this."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self._payloads = [os.urandom(size) for size in sizes]
+        self._dump_path: Path | None = None
+        self._steps = 0
+
+    def __call__(self, dump_path: Path) -> PlainFiles:
+        self._dump_path, self._steps = dump_path, 0
+        return self
+
+    def start(self, _model: Any) -> None:
+        pass
+
+    def stop(self) -> None:
+        directory = self._dump_path / f"step{self._steps}"
+        directory.mkdir(parents=True)
+        for index, payload in enumerate(self._payloads):
+            with open(directory / f"{index}.bin", "wb") as handle:
+                handle.write(payload)
+        self._steps += 1
+
+    def step(self) -> None:
+        pass
 
 
 def verdict(target: float | None, *measured: float, unit: str = "x") -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -20,7 +21,7 @@ from torch import nn
 from msprobe.pytorch import PrecisionDebugger
 
 sys.path.insert(0, str(Path(__file__).parent))
-from harness import print_table, run_modes, time_steps  # noqa: E402
+from harness import PlainFiles, print_table, run_modes, tensor_file_sizes, time_steps  # noqa: E402
 
 MODES = {
     "bare": None,
@@ -32,6 +33,8 @@ MODES = {
     "overflow_check L1": dict(task="overflow_check", level="L1"),
     "free_benchmark add_noise (check)": dict(task="free_benchmark", level="L1", pert_mode="add_noise"),
 }
+DISK_ALONE = "bare + tensor L1's files, plain writes"
+
 # The ratios issue 16 asks for (SPEC 10 allows tensor 5×).
 TARGETS = {
     "idle (loaded, step not selected)": 1.02, "statistics L1": 1.5, "statistics mix": 1.7, "md5 L1": 2.0,
@@ -77,13 +80,17 @@ def main() -> None:
         (torch.randint(0, VOCAB, (BATCH, SEQUENCE)), torch.randint(0, VOCAB, (BATCH, SEQUENCE)))
         for _ in range(args.steps)
     ]
-    samples = run_modes(
-        MODES,
-        lambda debugger: time_steps(batches, lambda batch: train_step(model, optimizer, batch), debugger, model),
-        PrecisionDebugger,
-        args.rounds,
-    )
+
+    def run(debugger: PrecisionDebugger | None, steps: list = batches) -> list:
+        return time_steps(steps, lambda batch: train_step(model, optimizer, batch), debugger, model)
+
+    with tempfile.TemporaryDirectory(prefix="msprobe-bench-") as scratch:
+        sizes = tensor_file_sizes(PrecisionDebugger, MODES["tensor L1"], lambda d: run(d, batches[:1]), Path(scratch))
+    modes = {**MODES, DISK_ALONE: PlainFiles(sizes)}
+    samples = run_modes(modes, run, PrecisionDebugger, args.rounds)
     print_table(samples, TARGETS)
+    print(f"({DISK_ALONE}: the bare step, then the {len(sizes)} files, {sum(sizes) / 1e6:.1f} MB, of one"
+          " tensor L1 step written with open/write alone)")
 
 if __name__ == "__main__":
     main()
