@@ -63,7 +63,7 @@ def _reduction_values(values: np.ndarray) -> np.ndarray:
         values = values.astype(np.float32)
     elif values.dtype != np.float32:
         values = values.astype(np.float64)
-    return values.reshape(-1)
+    return values.ravel()
 
 
 class HostCopy:
@@ -93,8 +93,9 @@ def host_stats(values: np.ndarray) -> HostCopy | TensorStats:
     """The statistics of an array in host memory: a :class:`HostCopy` to resolve with its batch when it
     is small and real, otherwise computed now by :func:`array_stats`. Both give the same numbers."""
     if values.dtype.kind in "fiu" and 0 < values.size <= BATCHED_MAX_ELEMENTS:
-        flat = _reduction_values(values)
-        return HostCopy(flat.copy() if flat.dtype == values.dtype else flat)  # a widened one is new
+        if values.dtype.char == "f":  # float32, most tensors: reduced as it is, so copied here
+            return HostCopy(values.ravel().copy())
+        return HostCopy(_reduction_values(values))  # widened: a new array already
     return array_stats(values)
 
 

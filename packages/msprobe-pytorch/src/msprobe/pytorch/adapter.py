@@ -198,8 +198,8 @@ class TorchTensorAdapter(StatsAdapterBase):
             return _remembered(self._checksums, tensor, _crc32, remember)
 
     def _compute_stats(self, tensor: torch.Tensor) -> StatsHandle | HostCopy | TensorStats:
-        t = tensor.detach()  # detached: nothing below is recorded by autograd
-        return _host_stats(t) if t.device.type == "cpu" else _device_stats(t)
+        # is_cpu, not device.type: this runs for every tensor, and building a device object costs 0.3 µs
+        return _host_stats(tensor) if tensor.is_cpu else _device_stats(tensor.detach())
 
     def transfer(self, values: list[torch.Tensor]) -> list[list[float]]:
         """The 6 numbers of each device handle's values, brought to the host in one transfer."""
@@ -302,12 +302,14 @@ _NUMPY_REAL = frozenset((
 ))
 
 
-def _host_stats(t: torch.Tensor) -> HostCopy | TensorStats:
+def _host_stats(tensor: torch.Tensor) -> HostCopy | TensorStats:
     """Statistics of a CPU tensor: small tensors through numpy (shared with MindSpore; the smallest are
     copied and reduced with their batch, :func:`~msprobe.core.host_stats.host_stats`), large ones now,
     with torch's single-pass aminmax plus a sum and :func:`_norm`."""
-    if t.dtype in _NUMPY_REAL and t.numel() <= _NUMPY_MAX_ELEMENTS and not t.is_neg():
-        return host_stats(t.numpy())  # the common case, with the fewest torch calls (~1 µs each)
+    if tensor.dtype in _NUMPY_REAL and tensor.numel() <= _NUMPY_MAX_ELEMENTS and not tensor.is_neg():
+        # the common case, with the fewest torch calls (~0.3 µs each): numpy(force=True) detaches itself
+        return host_stats(tensor.numpy(force=True))
+    t = tensor.detach()  # detached: nothing below is recorded by autograd
     if t.dtype == torch.bfloat16:
         t = t.float()  # numpy has no bfloat16
     t = t.resolve_conj().resolve_neg()
