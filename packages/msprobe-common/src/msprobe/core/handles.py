@@ -112,6 +112,8 @@ def patch_attributes(
     One handle and one list of saved values for the whole batch: an interceptor patches hundreds of
     attributes at every enable, and a handle each would feed the garbage collector at every step.
     """
+    if not patches:
+        return Handle()  # nothing to undo (a handle kept per step must not hold a closure per step)
     saved = [_saved(owner, name) for owner, name, _ in patches]
 
     def undo(count: int = len(patches)) -> None:

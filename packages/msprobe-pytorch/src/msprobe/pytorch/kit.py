@@ -38,8 +38,12 @@ class TorchKit(PartsKit):
         return kernel_dump(config, self, on_finish)
 
     def prepare_for_comparison(self, model: Any) -> None:
-        """While dumping, dropout layers use p = 0 (SPEC 4's dropout rule, ``dropout.py``)."""
-        self._changed.add(zero_dropout(model))
+        """While dumping, dropout layers use p = 0 (SPEC 4's dropout rule, ``dropout.py``). Called at every
+        ``start()``: only a call that changed something is kept until :meth:`restore`, or a long run
+        would keep one handle per step."""
+        changed = zero_dropout(model)
+        if changed.active:
+            self._changed.add(changed)
 
     def restore(self) -> None:
         self._changed.remove()
