@@ -37,8 +37,9 @@ def _watch_outputs(model: torch.nn.Module, refs: list[weakref.ref]) -> None:
     """Keep a weak reference to every tensor any module returns."""
 
     def hook(_module, _args, output):
-        values = output.values() if isinstance(output, dict) else output  # dict: a transformers ModelOutput
-        for value in values if isinstance(values, (tuple, list, type({}.values()))) else (output,):
+        if isinstance(output, dict):  # a transformers ModelOutput
+            output = tuple(output.values())
+        for value in output if isinstance(output, (tuple, list)) else (output,):
             if isinstance(value, torch.Tensor):
                 refs.append(weakref.ref(value))
 

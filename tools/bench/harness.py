@@ -20,9 +20,10 @@ from typing import Any
 from msprobe.core.debugger import BaseDebugger
 
 Sample = tuple[float, float]  # (wall seconds, CPU seconds) of one step
+ModeSpec = dict | Callable[[Path], Any] | None  # config keys, a stand-in's factory (PlainFiles), or bare
 
 
-def make_debugger(debugger_cls: Any, spec: dict | Callable[[Path], Any] | None, dump_path: Path) -> Any:
+def make_debugger(debugger_cls: Any, spec: ModeSpec, dump_path: Path) -> Any:
     """A debugger for ``spec``: the common keys go to the top of config.json, the rest into the task's
     section. A callable ``spec`` (:class:`PlainFiles`) makes its own stand-in from the dump path."""
     if spec is None:
@@ -51,7 +52,7 @@ def time_steps(batches: Iterable[Any], train_step: Callable[[Any], None], debugg
     return samples
 
 
-def run_modes(modes: dict[str, dict | None], run: Callable[[Any], list[Sample]], debugger_cls: Any,
+def run_modes(modes: dict[str, ModeSpec], run: Callable[[Any], list[Sample]], debugger_cls: Any,
               rounds: int) -> dict[str, list[Sample]]:
     """Every mode once per round; ``run(debugger)`` times the steps of one mode (``None``: bare)."""
     run(None)  # warm-up
@@ -114,7 +115,8 @@ class PlainFiles:
 
 
 def verdict(target: float | None, *measured: float, unit: str = "x") -> str:
-    """``≤ target: met`` when every measured figure is within the target (``not met`` otherwise), or ""."""
+    """``≤ target: met`` when every measured figure is within the target (``NOT met`` otherwise); "" when
+    the mode has no target."""
     if target is None:
         return ""
     met = all(value <= target for value in measured)
