@@ -5,6 +5,7 @@ accelerator is its launches)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -131,3 +132,46 @@ def test_large_bool_and_complex_tensors_keep_the_per_tensor_path():
     for tensor in (torch.randn(5000), torch.tensor([True, False]), torch.randn(4, dtype=torch.complex64)):
         [handle] = _launch([tensor])
         assert isinstance(handle, StatsHandle)
+
+
+@pytest.mark.parametrize("name", ["llama", "inplace_resnet"])
+def test_a_whole_model_dumps_the_same_numbers_through_the_device_path(name, tmp_path, monkeypatch):
+    """Every tensor of a real model's step sent down the accelerator path (the CPU runs it too): many
+    groups of shapes and dtypes, repeats served by the same copy, batches fetched mid-step. The dump
+    agrees with the CPU path's entry for entry, but for one known difference: a float32 norm beyond
+    float32's range (LLaMA's causal mask, filled with float32's minimum) is Infinity on the CPU path,
+    whose small tensors sum squares in float32, and its float64 value on the device path."""
+    from zoo import ZOO, dump_one_step
+
+    spec = next(spec for spec in ZOO if spec.name == name)
+    host_dir = dump_one_step(spec, tmp_path / "host", "statistics", "mix", None, None)
+    monkeypatch.setattr(TorchTensorAdapter, "_compute_stats", lambda self, t: _device_stats(t.detach()))
+    device_dir = dump_one_step(spec, tmp_path / "device", "statistics", "mix", None, None)
+
+    def records(rank_dir):
+        data = json.loads((rank_dir / "dump.json").read_text())["data"]
+        found = {}
+
+        def walk(value, path):
+            if isinstance(value, dict) and "Max" in value:
+                found[path] = value
+            elif isinstance(value, dict):
+                for key, item in value.items():
+                    walk(item, f"{path}.{key}")
+            elif isinstance(value, list):
+                for index, item in enumerate(value):
+                    walk(item, f"{path}.{index}")
+
+        walk(data, "")
+        return found
+
+    host, device = records(host_dir), records(device_dir)
+    assert host.keys() == device.keys() and len(host) > 100
+    for path, want in host.items():
+        got = device[path]
+        assert got.keys() == want.keys(), path
+        for key in ("Max", "Min", "Mean", "Norm", "Max_except_inf_nan", "Min_except_inf_nan"):
+            if key == "Norm" and want[key] == math.inf and got["dtype"] == "torch.float32":
+                assert got[key] > torch.finfo(torch.float32).max, path
+            elif key in want:
+                assert _close(got[key], want[key], 1e-5), (path, key)
