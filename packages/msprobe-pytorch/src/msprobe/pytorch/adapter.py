@@ -321,10 +321,11 @@ def _reduce_copies(copies: list[DeviceCopy]) -> None:
     for group in groups.values():
         with _Exact(group[0].values), torch.no_grad():
             rows = torch.stack([copy.values for copy in group])
-            low, high = torch.aminmax(rows, dim=1)
             finite = torch.isfinite(rows)
+            # amax/amin rather than aminmax(dim=): the most widely implemented reductions (torch_npu too)
             table = torch.stack((  # float64: the norm's dtype promotes the rest (exactly)
-                high, low, rows.mean(dim=1), torch.linalg.vector_norm(rows, dim=1, dtype=torch.float64),
+                rows.amax(dim=1), rows.amin(dim=1), rows.mean(dim=1),
+                torch.linalg.vector_norm(rows, dim=1, dtype=torch.float64),
                 torch.where(finite, rows, -torch.inf).amax(dim=1), torch.where(finite, rows, torch.inf).amin(dim=1),
             ), dim=1)
         for copy, row in zip(group, table.unbind(0)):
