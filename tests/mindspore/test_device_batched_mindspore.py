@@ -1,0 +1,85 @@
+"""MindSpore's accelerator path for small tensors: a copy at the call, the reductions per group at the
+fetch (``DeviceCopy``). It runs on the CPU here, as on a device; the numbers are checked against float64
+numpy and against the per-tensor device path."""
+
+from __future__ import annotations
+
+import math
+
+import mindspore as ms
+import numpy as np
+import pytest
+from mindspore import Parameter, ops
+
+from msprobe.mindspore.adapter import DeviceCopy, MindSporeTensorAdapter, StatsHandle, device_stats
+
+FIELDS = ("max", "min", "mean", "norm", "max_except_inf_nan", "min_except_inf_nan")
+
+
+def _batch() -> list[ms.Tensor]:
+    rng = np.random.default_rng(0)
+    arrays = []
+    for dtype in (np.float16, np.float32, np.float64, np.int32, np.uint8):
+        for shape in [(1,), (4, 8), (3, 5, 7), (4096,)]:
+            values = rng.standard_normal(shape) * 3 if np.dtype(dtype).kind == "f" else rng.integers(0, 100, shape)
+            arrays.append(values.astype(dtype))
+    arrays += [np.array([1.0, np.inf, -3.0, np.nan], np.float32), np.array([np.inf, -np.inf], np.float32)]
+    return [ms.Tensor(a) for a in arrays]
+
+
+def _reference(tensor: ms.Tensor) -> dict[str, float | None]:
+    values = tensor.asnumpy().astype(np.float64).ravel()
+    finite = values[np.isfinite(values)]
+    high, low = float(values.max()), float(values.min())
+    with np.errstate(invalid="ignore"):
+        mean = float(values.mean())
+    return {
+        "max": high, "min": low, "mean": mean, "norm": math.sqrt(float(values @ values)),
+        "max_except_inf_nan": float(finite.max()) if finite.size and not math.isfinite(high) else None,
+        "min_except_inf_nan": float(finite.min()) if finite.size and not math.isfinite(low) else None,
+    }
+
+
+def _close(a: float | None, b: float | None, rel: float) -> bool:
+    if a is None or b is None:
+        return a is b
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == pytest.approx(b, rel=rel, abs=rel)
+
+
+def test_small_tensors_are_copied_at_the_call_and_exact_after_one_fetch():
+    tensors = _batch()
+    handles = [device_stats(t) for t in tensors]
+    assert all(isinstance(h, DeviceCopy) for h in handles)
+    stats = MindSporeTensorAdapter().fetch(handles)
+    for tensor, got in zip(tensors, stats):
+        rel = 1e-12 if tensor.dtype in (ms.float64, ms.int32, ms.uint8) else 1e-6
+        for field, value in _reference(tensor).items():
+            assert _close(getattr(got, field), value, rel), (tensor.dtype, tensor.shape, field)
+
+
+def test_the_batched_rows_agree_with_the_per_tensor_device_path(monkeypatch):
+    tensors = _batch()
+    batched = MindSporeTensorAdapter().fetch([device_stats(t) for t in tensors])
+    monkeypatch.setattr("msprobe.mindspore.adapter._DEVICE_BATCHED_MAX_ELEMENTS", 0)
+    single = [device_stats(t) for t in tensors]
+    assert all(isinstance(h, StatsHandle) for h in single)
+    for tensor, a, b in zip(tensors, batched, MindSporeTensorAdapter().fetch(single)):
+        for field in FIELDS:
+            assert _close(getattr(a, field), getattr(b, field), 1e-6), (tensor.dtype, field)
+
+
+def test_the_copy_holds_what_the_call_saw():
+    """A parameter the optimizer updates in place (``assign``) after the call: the statistics are of
+    the value the call saw (``astype`` to a tensor's own dtype would share its memory)."""
+    weight = Parameter(ms.Tensor(np.ones((2, 3), np.float32)), name="weight")
+    [handle] = [device_stats(weight)]
+    ops.assign(weight, weight * 5)
+    [stats] = MindSporeTensorAdapter().fetch([handle])
+    assert (stats.max, stats.min, stats.mean) == (1.0, 1.0, 1.0)
+
+
+def test_large_bool_and_complex_tensors_keep_the_per_tensor_path():
+    for values in (np.zeros(5000, np.float32), np.array([True, False]), np.array([1 + 2j], np.complex64)):
+        assert isinstance(device_stats(ms.Tensor(values)), StatsHandle)
