@@ -4,6 +4,7 @@ numpy and against the per-tensor device path."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import mindspore as ms
@@ -83,3 +84,47 @@ def test_the_copy_holds_what_the_call_saw():
 def test_large_bool_and_complex_tensors_keep_the_per_tensor_path():
     for values in (np.zeros(5000, np.float32), np.array([True, False]), np.array([1 + 2j], np.complex64)):
         assert isinstance(device_stats(ms.Tensor(values)), StatsHandle)
+
+
+def _dump(out) -> dict:
+    """Three Momentum steps of a small network at mix; every tensor record of the dump by its place."""
+    from mindspore import nn
+
+    from msprobe.mindspore import PrecisionDebugger
+
+    ms.set_seed(0)
+    net = nn.SequentialCell([nn.Dense(4, 16), nn.ReLU(), nn.Dense(16, 3)])
+    optimizer = nn.Momentum(net.trainable_params(), learning_rate=0.1, momentum=0.9)
+    grad_fn = ms.value_and_grad(lambda x: ops.square(net(x)).sum(), None, optimizer.parameters)
+    debugger = PrecisionDebugger(dump_path=str(out), task="statistics", level="mix")
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        debugger.start(net)
+        _, grads = grad_fn(ms.Tensor(rng.standard_normal((8, 4)).astype(np.float32)))
+        optimizer(grads)
+        debugger.stop()
+        debugger.step()
+    found = {}
+
+    def walk(value, path):
+        if isinstance(value, dict) and "Max" in value:
+            found[path] = value
+        elif isinstance(value, (dict, list)):
+            for key, item in (value.items() if isinstance(value, dict) else enumerate(value)):
+                walk(item, f"{path}.{key}")
+
+    for step in range(3):
+        walk(json.loads((out / f"step{step}" / "rank" / "dump.json").read_text())["data"], f"step{step}")
+    return found
+
+
+def test_a_training_run_dumps_the_same_numbers_through_the_device_path(tmp_path, monkeypatch):
+    """Every tensor of three Momentum steps at mix sent down the accelerator path (the CPU runs it too):
+    the dump agrees with the CPU path's, record for record."""
+    host = _dump(tmp_path / "host")
+    monkeypatch.setattr(MindSporeTensorAdapter, "stats", lambda self, tensor: device_stats(tensor))
+    device = _dump(tmp_path / "device")
+    assert host.keys() == device.keys() and len(host) > 50
+    for path, want in host.items():
+        for key in ("Max", "Min", "Mean", "Norm"):
+            assert _close(device[path][key], want[key], 1e-6), (path, key)
