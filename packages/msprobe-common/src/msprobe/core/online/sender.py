@@ -155,6 +155,12 @@ class Sender:
                     self._transmit(batch)
                     self._stop()
                     return
+                if isinstance(item, _StepEnd):
+                    # the step's records go first: a link that fails under them counts them in this step's
+                    # end (framed below), not in no step's (they were lost from the warnings when the
+                    # sender caught up with several steps in one batch)
+                    self._transmit(batch)
+                    batch = []
                 try:
                     frame = self._step_end(item) if isinstance(item, _StepEnd) else self._frame(item)
                 except Exception as exc:  # never let the thread die on a record: count it, go on
