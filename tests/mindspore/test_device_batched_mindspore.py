@@ -5,14 +5,17 @@ numpy and against the per-tensor device path."""
 from __future__ import annotations
 
 import json
-import math
+import sys
+from pathlib import Path
 
 import mindspore as ms
 import numpy as np
-import pytest
 from mindspore import Parameter, ops
 
 from msprobe.mindspore.adapter import DeviceCopy, MindSporeTensorAdapter, StatsHandle, device_stats
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "common"))  # the shared reference (importlib mode)
+from stats_reference import close, reference  # noqa: E402
 
 FIELDS = ("max", "min", "mean", "norm", "max_except_inf_nan", "min_except_inf_nan")
 
@@ -28,27 +31,6 @@ def _batch() -> list[ms.Tensor]:
     return [ms.Tensor(a) for a in arrays]
 
 
-def _reference(tensor: ms.Tensor) -> dict[str, float | None]:
-    values = tensor.asnumpy().astype(np.float64).ravel()
-    finite = values[np.isfinite(values)]
-    high, low = float(values.max()), float(values.min())
-    with np.errstate(invalid="ignore"):
-        mean = float(values.mean())
-    return {
-        "max": high, "min": low, "mean": mean, "norm": math.sqrt(float(values @ values)),
-        "max_except_inf_nan": float(finite.max()) if finite.size and not math.isfinite(high) else None,
-        "min_except_inf_nan": float(finite.min()) if finite.size and not math.isfinite(low) else None,
-    }
-
-
-def _close(a: float | None, b: float | None, rel: float) -> bool:
-    if a is None or b is None:
-        return a is b
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return a == pytest.approx(b, rel=rel, abs=rel)
-
-
 def test_small_tensors_are_copied_at_the_call_and_exact_after_one_fetch():
     tensors = _batch()
     handles = [device_stats(t) for t in tensors]
@@ -56,8 +38,8 @@ def test_small_tensors_are_copied_at_the_call_and_exact_after_one_fetch():
     stats = MindSporeTensorAdapter().fetch(handles)
     for tensor, got in zip(tensors, stats):
         rel = 1e-12 if tensor.dtype in (ms.float64, ms.int32, ms.uint8) else 1e-6
-        for field, value in _reference(tensor).items():
-            assert _close(getattr(got, field), value, rel), (tensor.dtype, tensor.shape, field)
+        for field, value in reference(tensor.asnumpy()).items():
+            assert close(getattr(got, field), value, rel), (tensor.dtype, tensor.shape, field)
 
 
 def test_the_batched_rows_agree_with_the_per_tensor_device_path(monkeypatch):
@@ -68,7 +50,7 @@ def test_the_batched_rows_agree_with_the_per_tensor_device_path(monkeypatch):
     assert all(isinstance(h, StatsHandle) for h in single)
     for tensor, a, b in zip(tensors, batched, MindSporeTensorAdapter().fetch(single)):
         for field in FIELDS:
-            assert _close(getattr(a, field), getattr(b, field), 1e-6), (tensor.dtype, field)
+            assert close(getattr(a, field), getattr(b, field), 1e-6), (tensor.dtype, field)
 
 
 def test_the_copy_holds_what_the_call_saw():
@@ -127,4 +109,4 @@ def test_a_training_run_dumps_the_same_numbers_through_the_device_path(tmp_path,
     assert host.keys() == device.keys() and len(host) > 50
     for path, want in host.items():
         for key in ("Max", "Min", "Mean", "Norm"):
-            assert _close(device[path][key], want[key], 1e-6), (path, key)
+            assert close(device[path][key], want[key], 1e-6), (path, key)

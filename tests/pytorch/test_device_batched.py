@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from msprobe.pytorch.adapter import DeviceCopy, StatsHandle, TorchTensorAdapter, _device_stats, _Exact, _float_stats
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "common"))  # the shared reference (importlib mode)
+from stats_reference import close, reference  # noqa: E402
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32, torch.uint8, torch.int64]
 
@@ -37,32 +41,11 @@ def _launch(tensors: list[torch.Tensor]) -> list:
         return [_device_stats(t) for t in tensors]
 
 
-def _reference(tensor: torch.Tensor) -> dict[str, float | None]:
-    values = tensor.to(torch.float64).numpy().ravel()
-    finite = values[np.isfinite(values)]
-    high, low = float(values.max()), float(values.min())
-    with np.errstate(invalid="ignore"):  # inf - inf: the mean is NaN, as it should be
-        mean = float(values.mean())
-    return {
-        "max": high, "min": low, "mean": mean, "norm": math.sqrt(float(values @ values)),
-        "max_except_inf_nan": float(finite.max()) if finite.size and not math.isfinite(high) else None,
-        "min_except_inf_nan": float(finite.min()) if finite.size and not math.isfinite(low) else None,
-    }
-
-
-def _close(a: float | None, b: float | None, rel: float) -> bool:
-    if a is None or b is None:
-        return a is b
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return a == pytest.approx(b, rel=rel, abs=rel)
-
-
 def test_small_tensors_are_copied_at_the_call_and_exact_after_one_fetch():
     tensors = _batch()
     handles = _launch(tensors)
     assert all(isinstance(h, DeviceCopy) for h in handles)
-    expected = [_reference(t) for t in tensors]
+    expected = [reference(t.to(torch.float64).numpy()) for t in tensors]
     for t in tensors:
         if t.dtype.is_floating_point:
             t.add_(1000.0)  # changed in place after the call: the statistics are of what the call saw
@@ -70,7 +53,7 @@ def test_small_tensors_are_copied_at_the_call_and_exact_after_one_fetch():
     for tensor, got, want in zip(tensors, stats, expected):
         rel = 1e-12 if tensor.dtype in (torch.float64, torch.int32, torch.uint8, torch.int64) else 1e-6
         for field, value in want.items():
-            assert _close(getattr(got, field), value, rel), (tensor.dtype, tuple(tensor.shape), field)
+            assert close(getattr(got, field), value, rel), (tensor.dtype, tuple(tensor.shape), field)
 
 
 def test_the_batched_rows_agree_with_the_per_tensor_device_path():
@@ -81,7 +64,7 @@ def test_the_batched_rows_agree_with_the_per_tensor_device_path():
         single = adapter.fetch([StatsHandle(_float_stats(t)) for t in tensors])
     for tensor, a, b in zip(tensors, batched, single):
         for field in ("max", "min", "mean", "norm", "max_except_inf_nan", "min_except_inf_nan"):
-            assert _close(getattr(a, field), getattr(b, field), 1e-6), (tensor.dtype, field)
+            assert close(getattr(a, field), getattr(b, field), 1e-6), (tensor.dtype, field)
 
 
 # Operators that only describe memory (no kernel runs on a device).
@@ -174,4 +157,4 @@ def test_a_whole_model_dumps_the_same_numbers_through_the_device_path(name, tmp_
             if key == "Norm" and want[key] == math.inf and got["dtype"] == "torch.float32":
                 assert got[key] > torch.finfo(torch.float32).max, path
             elif key in want:
-                assert _close(got[key], want[key], 1e-5), (path, key)
+                assert close(got[key], want[key], 1e-5), (path, key)
