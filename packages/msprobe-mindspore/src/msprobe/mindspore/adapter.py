@@ -70,7 +70,7 @@ class MindSporeTensorAdapter(StatsAdapterBase):
     def describe(self, tensor: mindspore.Tensor) -> TensorRecord:
         return TensorRecord(self.type_name, str(tensor.dtype), tuple(tensor.shape))
 
-    def stats(self, tensor: mindspore.Tensor) -> StatsHandle | HostCopy | TensorStats:
+    def stats(self, tensor: mindspore.Tensor) -> StatsHandle | DeviceCopy | HostCopy | TensorStats:
         if self._on_host is None:
             # Once: by the first tensor MindSpore's device is fixed, and asking costs ≈ 16 µs, as much as
             # the statistics of a small tensor (it was asked for every tensor).

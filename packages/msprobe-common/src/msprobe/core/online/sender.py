@@ -156,9 +156,9 @@ class Sender:
                     self._stop()
                     return
                 if isinstance(item, _StepEnd):
-                    # the step's records go first: a link that fails under them counts them in this step's
-                    # end (framed below), not in no step's (they were lost from the warnings when the
-                    # sender caught up with several steps in one batch)
+                    # the step's records go first, so that a link failing under them counts them in this
+                    # step's end (framed below); framed before them, a step's end caught up in one batch with
+                    # later steps named none of their drops (only the final summary counted them)
                     self._transmit(batch)
                     batch = []
                 try:
