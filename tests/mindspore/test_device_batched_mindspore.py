@@ -12,7 +12,8 @@ import mindspore as ms
 import numpy as np
 from mindspore import Parameter, ops
 
-from msprobe.mindspore.adapter import DeviceCopy, MindSporeTensorAdapter, StatsHandle, device_stats
+from msprobe.core.host_stats import DeviceCopy
+from msprobe.mindspore.adapter import MindSporeTensorAdapter, StatsHandle, device_stats
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "common"))  # the shared reference (importlib mode)
 from stats_reference import close, reference  # noqa: E402
@@ -110,3 +111,14 @@ def test_a_training_run_dumps_the_same_numbers_through_the_device_path(tmp_path,
     for path, want in host.items():
         for key in ("Max", "Min", "Mean", "Norm"):
             assert close(device[path][key], want[key], 1e-6), (path, key)
+
+
+def test_copies_and_per_tensor_handles_fetched_together_keep_their_order():
+    """One fetch of small copies (one transfer with their groups' rows) between large tensors' handles."""
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal(n).astype(np.float32) for n in (12, 5000, 12, 7, 6000)]
+    handles = [device_stats(ms.Tensor(a)) for a in arrays]
+    assert [type(h) for h in handles] == [DeviceCopy, StatsHandle, DeviceCopy, DeviceCopy, StatsHandle]
+    for array, got in zip(arrays, MindSporeTensorAdapter().fetch(handles)):
+        for field, value in reference(array).items():
+            assert close(getattr(got, field), value, 1e-6), (array.size, field)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from msprobe.pytorch.adapter import DeviceCopy, StatsHandle, TorchTensorAdapter, _device_stats, _Exact, _float_stats
+from msprobe.core.host_stats import DeviceCopy
+from msprobe.pytorch.adapter import StatsHandle, TorchTensorAdapter, _device_stats, _Exact, _float_stats
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "common"))  # the shared reference (importlib mode)
 from stats_reference import close, reference  # noqa: E402

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from msprobe.core.events import TensorAdapter
-from msprobe.core.host_stats import HostCopy
+from msprobe.core.host_stats import DeviceCopy, HostCopy
 from msprobe.core.log import logger
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.writers import quoted
@@ -142,8 +142,8 @@ class EntryEncoder:
             record, stats = adapter.capture(item, produced)
             if isinstance(stats, TensorStats):
                 record.stats = stats  # computed on the host already (a CPU run): nothing to wait for
-            elif isinstance(stats, HostCopy) and stats.stats is not None:
-                record.stats = stats.stats  # an unchanged tensor seen again, its batch already reduced
+            elif isinstance(stats, (HostCopy, DeviceCopy)) and stats.stats is not None:
+                record.stats = stats.stats  # an unchanged tensor seen again, its batch already fetched
             else:
                 handles.append((record, stats))
             if self.with_md5:

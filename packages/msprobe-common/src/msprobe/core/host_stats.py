@@ -178,10 +178,28 @@ def stats_from_row(row: Sequence[float], is_bool: bool = False) -> TensorStats:
     )
 
 
+class DeviceCopy:
+    """A small tensor's statistics on its device, not computed yet: a flat copy in its reduction dtype,
+    taken at the call (one or two launches; it holds what the call saw, whatever changes the tensor
+    afterwards), reduced at the fetch with every other copy of the same ``key`` (what the framework groups
+    by: dtype and size, and device) by :meth:`StatsAdapterBase.reduce_copies`, its row coming to the host
+    in the batch's one transfer. The device's counterpart of :class:`HostCopy`: about a dozen launches per
+    group instead of a dozen per tensor, which was the host's work per call on an accelerator. ``stats``
+    is set when fetched (the copy is then let go), so a repeat of an unchanged tensor shares it."""
+
+    __slots__ = ("values", "key", "stats")
+
+    def __init__(self, values: Any, key: tuple) -> None:
+        self.values: Any = values
+        self.key = key  # known at the call: asking a fresh copy would wait for the device
+        self.stats: TensorStats | None = None
+
+
 class StatsAdapterBase:
     """The framework-free half of a :class:`~msprobe.core.events.TensorAdapter`: which values are the
     framework's tensors (``tensor_type``), and fetching a batch of statistics in one transfer. A
-    framework adapter supplies :meth:`transfer`: its device values → one row of numbers each."""
+    framework adapter supplies :meth:`transfer` (its device values → rows of numbers) and, when it hands
+    out :class:`DeviceCopy` handles, :meth:`reduce_copies`."""
 
     tensor_type: type = object
 
@@ -196,17 +214,34 @@ class StatsAdapterBase:
     def forget(self) -> None:
         """A new step; nothing is kept here (a framework adapter that keeps results drops them)."""
 
-    def fetch(self, handles: Sequence[StatsHandle | HostCopy | TensorStats]) -> list[TensorStats]:
-        """The statistics of ``handles`` in their order: the :class:`StatsHandle` values go to the host in
-        one :meth:`transfer`, the :class:`HostCopy` arrays are reduced in stacks; statistics that were
+    def fetch(self, handles: Sequence[StatsHandle | DeviceCopy | HostCopy | TensorStats]) -> list[TensorStats]:
+        """The statistics of ``handles`` in their order: the :class:`HostCopy` arrays are reduced in
+        stacks; the :class:`DeviceCopy` copies are reduced per group on their devices, and their rows go
+        to the host with the :class:`StatsHandle` values in one :meth:`transfer`; statistics that were
         computed on the host already are kept as they are."""
         resolve_copies([h for h in handles if isinstance(h, HostCopy)])
-        pending = [h.values for h in handles if isinstance(h, StatsHandle)]
-        rows = iter(self.transfer(pending) if pending else ())
-        return [h if isinstance(h, TensorStats) else h.stats if isinstance(h, HostCopy)
+        groups: dict[tuple, dict[int, DeviceCopy]] = {}  # unresolved copies by key, each once, in order
+        for h in handles:
+            if isinstance(h, DeviceCopy) and h.stats is None:
+                groups.setdefault(h.key, {})[id(h)] = h
+        values = [self.reduce_copies([copy.values for copy in group.values()], key) for key, group in groups.items()]
+        values += [h.values for h in handles if isinstance(h, StatsHandle)]
+        rows = iter(self.transfer(values) if values else ())  # the copies' rows first, then the handles'
+        for group in groups.values():
+            for copy in group.values():
+                copy.stats, copy.values = stats_from_row(next(rows)), None
+        return [h if isinstance(h, TensorStats) else h.stats if isinstance(h, (HostCopy, DeviceCopy))
                 else stats_from_row(next(rows), h.is_bool) for h in handles]
 
     def transfer(self, values: list[Any]) -> Sequence[Sequence[float]]:
+        """Device values of :data:`STAT_COUNT` numbers each, or of a multiple of it (a group's rows from
+        :meth:`reduce_copies`), to the host in one transfer → their rows in order."""
+        raise NotImplementedError
+
+    def reduce_copies(self, copies: list[Any], key: tuple) -> Any:
+        """The rows of one group's copies (their common ``key``), flat: one device value of
+        :data:`STAT_COUNT` float64 numbers per copy, in order (max, min, mean, norm, finite max, finite
+        min)."""
         raise NotImplementedError
 
 

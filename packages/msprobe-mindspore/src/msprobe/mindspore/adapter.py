@@ -29,12 +29,12 @@ import mindspore
 from mindspore import ops
 from msprobe.core.host_stats import (
     STAT_COUNT,
+    DeviceCopy,
     HostCopy,
     StatsAdapterBase,
     StatsHandle,
     crc32_hex,
     host_stats,
-    stats_from_row,
 )
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.tensor_writer import FrozenTensor
@@ -81,15 +81,22 @@ class MindSporeTensorAdapter(StatsAdapterBase):
             return host_stats(tensor.asnumpy())  # copied if small: asnumpy() may share the tensor's memory
         return device_stats(tensor)
 
-    def fetch(self, handles: list) -> list[TensorStats]:
-        """As the base class does, once the small tensors' copies are reduced on the device."""
-        copies = [h for h in handles if isinstance(h, DeviceCopy) and h.stats is None]
-        if copies:
-            _reduce_copies(copies)
-        return super().fetch([h.stats if isinstance(h, DeviceCopy) else h for h in handles])
+    def reduce_copies(self, copies: list[mindspore.Tensor], key: tuple) -> mindspore.Tensor:
+        """One group's rows (``key``: their dtype and size): one stacked matrix, one op per statistic over
+        its rows."""
+        rows = ops.stack(copies)
+        finite = ops.isfinite(rows)
+        neg_inf, pos_inf, nan = _constants(key[0])  # from the key: asking the fresh stack would wait
+        has_nan = ops.isnan(rows).any(axis=1)  # as in device_stats: a NaN anywhere makes max and min NaN
+        return ops.stack([
+            ops.where(has_nan, nan, rows.max(axis=1)), ops.where(has_nan, nan, rows.min(axis=1)),
+            rows.mean(axis=1), ops.sqrt(ops.reduce_sum(rows * rows, 1)),
+            ops.where(finite, rows, neg_inf).max(axis=1), ops.where(finite, rows, pos_inf).min(axis=1),
+        ], axis=1).astype(mindspore.float64).reshape(-1)
 
     def transfer(self, values: list[mindspore.Tensor]) -> list[list[float]]:
-        return ops.stack(values).asnumpy().tolist()
+        flat = ops.concat(values).asnumpy().tolist()
+        return [flat[i : i + STAT_COUNT] for i in range(0, len(flat), STAT_COUNT)]
 
     def checksum(self, tensor: mindspore.Tensor, remember: bool = False) -> str:
         return crc32_hex(np.ascontiguousarray(tensor.asnumpy()).tobytes())
@@ -115,42 +122,9 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         return NOT_HANDLED
 
 
-class DeviceCopy:
-    """A small tensor's statistics on the device, not computed yet: a flat copy in its reduction dtype,
-    taken at the call (it holds what the call saw, whatever changes the tensor afterwards), reduced with
-    the other copies of its dtype and size by :func:`_reduce_copies` when the batch is fetched."""
-
-    __slots__ = ("values", "key", "stats")
-
-    def __init__(self, values: mindspore.Tensor, key: tuple) -> None:
-        self.values: mindspore.Tensor | None = values
-        self.key = key  # (reduction dtype, size): known at the call, asking the copy would wait for it
-        self.stats: TensorStats | None = None
-
-
 # Tensors up to this many elements are copied and reduced with their batch (each copy is held until the
 # batch's fetch: at most 32 KiB).
 _DEVICE_BATCHED_MAX_ELEMENTS = 4096
-
-
-def _reduce_copies(copies: list[DeviceCopy]) -> None:
-    """The statistics of every copy: per dtype and size, one stacked matrix, one op per statistic over
-    its rows, and one transfer."""
-    groups: dict[tuple, list[DeviceCopy]] = {}
-    for copy in copies:
-        groups.setdefault(copy.key, []).append(copy)
-    for (dtype, _), group in groups.items():
-        rows = ops.stack([copy.values for copy in group])
-        finite = ops.isfinite(rows)
-        neg_inf, pos_inf, nan = _constants(dtype)
-        has_nan = ops.isnan(rows).any(axis=1)  # as in device_stats: a NaN anywhere makes max and min NaN
-        table = ops.stack([
-            ops.where(has_nan, nan, rows.max(axis=1)), ops.where(has_nan, nan, rows.min(axis=1)),
-            rows.mean(axis=1), ops.sqrt(ops.reduce_sum(rows * rows, 1)),
-            ops.where(finite, rows, neg_inf).max(axis=1), ops.where(finite, rows, pos_inf).min(axis=1),
-        ], axis=1).astype(mindspore.float64)
-        for copy, row in zip(group, table.asnumpy().tolist()):
-            copy.stats, copy.values = stats_from_row(row), None
 
 
 def device_stats(tensor: mindspore.Tensor) -> StatsHandle | DeviceCopy | TensorStats:

@@ -33,6 +33,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from msprobe.core.host_stats import (
     STAT_COUNT,
+    DeviceCopy,
     HostCopy,
     StatsAdapterBase,
     StatsHandle,
@@ -204,15 +205,21 @@ class TorchTensorAdapter(StatsAdapterBase):
         # is_cpu, not device.type: this runs for every tensor, and building a device object costs 0.3 µs
         return _host_stats(tensor) if tensor.is_cpu else _device_stats(tensor.detach())
 
-    def fetch(self, handles: list) -> list[TensorStats]:
-        """As the base class does, once the small tensors' copies are reduced on their devices."""
-        copies = [h for h in handles if isinstance(h, DeviceCopy) and h.handle is None]
-        if copies:
-            _reduce_copies(copies)
-        return super().fetch([h.handle if isinstance(h, DeviceCopy) else h for h in handles])
+    def reduce_copies(self, copies: list[torch.Tensor], key: tuple) -> torch.Tensor:
+        """One group's rows (copies of one device, dtype and size): one stacked matrix and one reduction
+        per statistic over its rows (each row reduced as that tensor alone would be)."""
+        with _Exact(copies[0]), torch.no_grad():
+            rows = torch.stack(copies)
+            finite = torch.isfinite(rows)
+            # amax/amin rather than aminmax(dim=): the most widely implemented reductions (torch_npu too)
+            return torch.stack((  # float64: the norm's dtype promotes the rest (exactly)
+                rows.amax(dim=1), rows.amin(dim=1), rows.mean(dim=1),
+                torch.linalg.vector_norm(rows, dim=1, dtype=torch.float64),
+                torch.where(finite, rows, -torch.inf).amax(dim=1), torch.where(finite, rows, torch.inf).amin(dim=1),
+            ), dim=1).view(-1)  # a view: the stack is contiguous
 
     def transfer(self, values: list[torch.Tensor]) -> list[list[float]]:
-        """The 6 numbers of each device handle's values, brought to the host in one transfer."""
+        """The rows of the device values (a handle's 6 numbers, a group's rows), to the host in one transfer."""
         with _Exact(None):
             if len({v.device for v in values}) > 1:
                 values = [v.cpu() for v in values]
@@ -290,19 +297,6 @@ def _crc32(tensor: torch.Tensor) -> str:
     return crc32_hex(memoryview(t.numpy()).cast("B"))
 
 
-class DeviceCopy:
-    """A small tensor's statistics on its device, not computed yet: a flat copy in its reduction dtype,
-    taken at the call (one launch; it holds what the call saw, whatever changes the tensor afterwards),
-    reduced with the other copies of its device, dtype and size by :func:`_reduce_copies` when the batch
-    is fetched. ``handle`` is its row then (a repeat of an unchanged tensor shares it)."""
-
-    __slots__ = ("values", "handle")
-
-    def __init__(self, values: torch.Tensor) -> None:
-        self.values: torch.Tensor | None = values
-        self.handle: StatsHandle | None = None
-
-
 # Tensors up to this many elements are copied and reduced with their batch on the device (each copy is
 # held until the batch's fetch: at most 16 KiB in float32).
 _DEVICE_BATCHED_MAX_ELEMENTS = 4096
@@ -312,26 +306,6 @@ _DEVICE_BATCHED = frozenset((
 ))
 
 
-def _reduce_copies(copies: list[DeviceCopy]) -> None:
-    """The rows of every copy: per device, dtype and size, one stacked matrix and one reduction per
-    statistic over its rows (each row reduced as that tensor alone would be)."""
-    groups: dict[tuple, list[DeviceCopy]] = {}
-    for copy in copies:
-        groups.setdefault((copy.values.device, copy.values.dtype, copy.values.numel()), []).append(copy)
-    for group in groups.values():
-        with _Exact(group[0].values), torch.no_grad():
-            rows = torch.stack([copy.values for copy in group])
-            finite = torch.isfinite(rows)
-            # amax/amin rather than aminmax(dim=): the most widely implemented reductions (torch_npu too)
-            table = torch.stack((  # float64: the norm's dtype promotes the rest (exactly)
-                rows.amax(dim=1), rows.amin(dim=1), rows.mean(dim=1),
-                torch.linalg.vector_norm(rows, dim=1, dtype=torch.float64),
-                torch.where(finite, rows, -torch.inf).amax(dim=1), torch.where(finite, rows, torch.inf).amin(dim=1),
-            ), dim=1)
-        for copy, row in zip(group, table.unbind(0)):
-            copy.handle, copy.values = StatsHandle(row), None
-
-
 def _device_stats(t: torch.Tensor) -> StatsHandle | DeviceCopy | TensorStats:
     """Statistics of a detached tensor launched on its device (any device: it runs on the CPU too)."""
     if t.numel() == 0:
@@ -339,7 +313,7 @@ def _device_stats(t: torch.Tensor) -> StatsHandle | DeviceCopy | TensorStats:
     with torch.no_grad():
         if t.dtype in _DEVICE_BATCHED and t.numel() <= _DEVICE_BATCHED_MAX_ELEMENTS:
             copy = t.to(_reduction_dtype(t.dtype), memory_format=torch.contiguous_format, copy=True)
-            return DeviceCopy(copy.view(-1))
+            return DeviceCopy(copy.view(-1), (copy.device, copy.dtype, copy.numel()))
         if t.dtype == torch.bool:
             flags = torch.stack((t.any(), t.all())).to(torch.float64)
             return StatsHandle(torch.cat((flags, flags.new_zeros(STAT_COUNT - 2))), is_bool=True)
