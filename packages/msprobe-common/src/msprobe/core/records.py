@@ -86,10 +86,14 @@ class TensorRecord:
     stats: TensorStats | None = None
     md5: str | None = None
     data_name: str | None = None
+    # A shard of a distributed tensor: its layout (placements, mesh, coordinate, global shape), written
+    # as the member ``dtensor`` after 1.1.1's members, which its readers ignore (docs/pytorch/distributed.md).
+    dtensor: dict | None = None
 
     def json_text(self) -> str:
         """The dump.json value: members in the order msprobe 1.1.1 writes them (``type``, ``dtype``,
-        ``shape``, the statistics, ``requires_grad``, the finite extremes, ``md5``, ``data_name``)."""
+        ``shape``, the statistics, ``requires_grad``, the finite extremes, ``md5``, ``data_name``), then
+        our extension ``dtensor``."""
         statistics, extremes = (self.stats or _NO_STATS).json_members()
         text = _head(self.type_name, self.dtype, self.shape) + statistics
         if self.requires_grad is not None:
@@ -99,6 +103,8 @@ class TensorRecord:
             text += f', "md5": {json.dumps(self.md5)}'
         if self.data_name is not None:
             text += f', "data_name": {json.dumps(self.data_name)}'
+        if self.dtensor is not None:
+            text += f', "dtensor": {json.dumps(self.dtensor)}'
         return text + "}"
 
 

@@ -25,9 +25,11 @@ norms (:func:`_norm`): a single float32 reduction drifts with the element count 
 
 from __future__ import annotations
 
+import ctypes
 import weakref
 from typing import Any, BinaryIO
 
+import numpy as np
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
@@ -43,6 +45,7 @@ from msprobe.core.host_stats import (
 )
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.tensor_writer import FrozenTensor
+from msprobe.pytorch.dtensor import local_shard
 
 _RECENT_LIMIT = 4096  # tensors whose statistics are remembered for reuse
 
@@ -163,7 +166,11 @@ class TorchTensorAdapter(StatsAdapterBase):
             return self._describe(tensor)
 
     def _describe(self, tensor: torch.Tensor) -> TensorRecord:
-        return TensorRecord(self.type_name, _DTYPE_NAMES[tensor.dtype], tuple(tensor.shape), tensor.requires_grad)
+        """A DTensor is described as its local shard, with its layout (``dtensor.py``)."""
+        local, layout = local_shard(tensor)
+        record = TensorRecord(self.type_name, _DTYPE_NAMES[local.dtype], tuple(local.shape), tensor.requires_grad)
+        record.dtensor = layout
+        return record
 
     def capture(self, tensor: torch.Tensor, remember: bool = False
                 ) -> tuple[TensorRecord, StatsHandle | HostCopy | TensorStats]:
@@ -202,6 +209,7 @@ class TorchTensorAdapter(StatsAdapterBase):
             return _remembered(self._checksums, tensor, _crc32, remember)
 
     def _compute_stats(self, tensor: torch.Tensor) -> StatsHandle | DeviceCopy | HostCopy | TensorStats:
+        tensor = local_shard(tensor)[0]  # a DTensor's own reductions would be collectives
         # is_cpu, not device.type: this runs for every tensor, and building a device object costs 0.3 µs
         return _host_stats(tensor) if tensor.is_cpu else _device_stats(tensor.detach())
 
@@ -235,11 +243,11 @@ class TorchTensorAdapter(StatsAdapterBase):
         :class:`~msprobe.core.tensor_writer.TensorWriter`; the same one again for the same unchanged
         tensor that a recorded call produced (``remember``), so that its second file is a second name of
         the first."""
-        if reuse:
+        if reuse and not remember:  # an output is read anew (see _remembered)
             known = _known(self._saved, tensor)
             if known is not None:
                 return known
-        copy = tensor.detach().to("cpu", memory_format=torch.contiguous_format, copy=True)
+        copy = local_shard(tensor)[0].detach().to("cpu", memory_format=torch.contiguous_format, copy=True)
         frozen = FrozenTensor(copy, copy.numel() * copy.element_size())
         if remember:
             _remember(self._saved, tensor, frozen)
@@ -279,22 +287,53 @@ def _remember(cache: _Memo, tensor: torch.Tensor, result: Any) -> None:
 
 
 def _remembered(cache: _Memo, tensor: torch.Tensor, compute: Any, remember: bool) -> Any:
-    """``compute(tensor)``, or what it gave for this same tensor at this same version; kept for later
-    only when ``remember``."""
-    result = _known(cache, tensor)
-    if result is None:
+    """What ``compute(tensor)`` gives. A call's output (``remember``) is always read anew and kept for
+    later; an input is looked up first (the same tensor at the same version).
+
+    Why an output is never looked up: a call can write a tensor without moving its version counter —
+    gloo's ``all_reduce`` and ``broadcast`` do, so ``dist.all_reduce(t)`` recorded ``t``'s value from
+    before the call as its output (docs/pytorch/distributed.md)."""
+    if remember:
         result = compute(tensor)
-        if remember:
-            _remember(cache, tensor, result)
-    return result
+        _remember(cache, tensor, result)
+        return result
+    result = _known(cache, tensor)
+    return compute(tensor) if result is None else result
 
 
 def _crc32(tensor: torch.Tensor) -> str:
-    """CRC-32 of the tensor's elements in row-major order (no copy for a contiguous CPU tensor)."""
-    t = tensor.detach().cpu().contiguous()
-    if t.dtype == torch.bfloat16:  # numpy has no bfloat16: hash the same bytes as int16
-        t = t.view(torch.int16)
-    return crc32_hex(memoryview(t.numpy()).cast("B"))
+    """CRC-32 of the tensor's elements in row-major order (no copy for a contiguous CPU tensor); of a
+    DTensor's local shard."""
+    t = local_shard(tensor)[0].detach().cpu().contiguous()
+    return crc32_hex(_memory(t) if t.nbytes else b"")
+
+
+def _memory(t: torch.Tensor) -> ctypes.Array:
+    """The bytes of a contiguous CPU tensor's elements, read in place, to be read at once.
+
+    Not ``Tensor.numpy()``: it marks the tensor's storage as not resizable for the rest of the
+    storage's life (numpy may hold a view of it), and FSDP2 frees every unsharded parameter by
+    resizing its storage to 0 — a dumped parameter crashed the user's next forward. A buffer made from
+    the address holds no reference, so nothing of it may outlive the read: every caller reduces or
+    copies it before returning, while the tensor is alive."""
+    return (ctypes.c_char * t.nbytes).from_address(t.data_ptr())
+
+
+_NUMPY_DTYPES = {
+    torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64,
+    torch.uint8: np.uint8, torch.int8: np.int8, torch.int16: np.int16, torch.int32: np.int32,
+    torch.int64: np.int64, torch.bool: np.bool_, torch.complex64: np.complex64, torch.complex128: np.complex128,
+}  # fmt: skip
+
+
+def _host_values(t: torch.Tensor) -> np.ndarray:
+    """The elements of a CPU tensor as a flat numpy array, to be reduced or copied at once: in place
+    when contiguous (:func:`_memory`), else from a copy of our own."""
+    if not t.is_contiguous():
+        return t.detach().contiguous().numpy().reshape(-1)  # our own copy: its storage is nobody else's
+    if not t.nbytes:
+        return np.empty(0, _NUMPY_DTYPES[t.dtype])
+    return np.frombuffer(_memory(t), _NUMPY_DTYPES[t.dtype])
 
 
 # Tensors up to this many elements are copied and reduced with their batch on the device (each copy is
@@ -336,21 +375,20 @@ def _host_stats(tensor: torch.Tensor) -> HostCopy | TensorStats:
     copied and reduced with their batch, :func:`~msprobe.core.host_stats.host_stats`), large ones now,
     with torch's single-pass aminmax plus a sum and :func:`_norm`."""
     if tensor.dtype in _NUMPY_REAL and tensor.numel() <= _NUMPY_MAX_ELEMENTS and not tensor.is_neg():
-        # the common case, with the fewest torch calls (~0.3 µs each): numpy(force=True) detaches itself
-        return host_stats(tensor.numpy(force=True))
+        return host_stats(_host_values(tensor))  # the common case, with the fewest torch calls (~0.1 µs each)
     t = tensor.detach()  # detached: nothing below is recorded by autograd
     if t.dtype == torch.bfloat16:
         t = t.float()  # numpy has no bfloat16
     t = t.resolve_conj().resolve_neg()
     if t.numel() <= _NUMPY_MAX_ELEMENTS or t.dtype == torch.bool or t.is_complex():
-        return host_stats(t.numpy())
+        return host_stats(_host_values(t))
     flat = t.reshape(-1)
     if flat.dtype != torch.float32:
         flat = flat.float() if flat.dtype == torch.float16 else flat.double()
     low, high = torch.aminmax(flat)
     high, low, total, norm = torch.stack((high, low, flat.sum(), _norm(flat, t.shape))).tolist()
     stats = TensorStats(high, low, total / flat.numel(), norm)
-    return with_finite_extremes(stats, flat.numpy())
+    return with_finite_extremes(stats, _host_values(flat))
 
 
 def _is_process_group(value: Any) -> bool:

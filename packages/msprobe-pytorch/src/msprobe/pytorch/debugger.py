@@ -37,6 +37,19 @@ class PrecisionDebugger(BaseDebugger):
         self._dataloader_steps.remove()
         super()._finished()
 
+    def record_ddp_buckets(self, ddp_model: torch.nn.parallel.DistributedDataParallel) -> None:
+        """Record DDP's gradient all-reduce, which runs in its C++ reducer where no hook sees it: each
+        bucket before and after its reduction, as ``Distributed.ddp_bucket_all_reduce.{n}.forward``
+        (docs/pytorch/distributed.md). Call once, before the first backward; tasks that intercept APIs."""
+        if not isinstance(ddp_model, torch.nn.parallel.DistributedDataParallel):
+            raise TypeError("record_ddp_buckets: expected a DistributedDataParallel model, "
+                            f"got {type(ddp_model).__name__}")
+        interceptor = self.interceptor
+        if interceptor is None:
+            raise ValueError(f"record_ddp_buckets: task {self.config.task!r} intercepts no calls "
+                             "(or the debugger has finished)")
+        interceptor.record_ddp_buckets(ddp_model)
+
     def monitor(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> None:
         """task grad_probe: record each selected parameter's gradient after every optimizer step."""
         self._gradient_monitor().monitor(model, optimizer)

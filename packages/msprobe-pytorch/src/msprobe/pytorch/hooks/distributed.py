@@ -1,9 +1,13 @@
 """``torch.distributed`` collectives: the one place function modes cannot see, so they are wrapped.
 
 Collectives write into their tensor arguments, so the sink gets the inputs before the call (it
-snapshots what it needs) and, as the output, the tensor arguments after the call. An asynchronous call
-(``async_op=True``) returns a work handle we do not wait on: waiting would change the overlap of
-communication and compute the user asked for, so its output is the handle itself.
+snapshots what it needs) and, as the output, the tensor arguments as the call left them, read after it
+(docs/pytorch/distributed.md). An asynchronous call (``async_op=True``, ``isend``/``irecv``) is
+recorded when its work completes: the user gets a :class:`RecordedWork`, a real ``Work`` whose
+``wait()`` waits and then records, so nothing waits earlier than the user asked for.
+
+DDP's gradient all-reduce runs in its C++ reducer and never reaches these wrappers;
+:func:`ddp_bucket_hook` is the opt-in comm hook that records each gradient bucket around its reduction.
 
 Wrappers are installed on ``torch.distributed`` while collecting; their handle puts the originals back.
 """
@@ -14,23 +18,30 @@ import functools
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from msprobe.core.handles import Handle, patch_attributes
-from msprobe.pytorch.hooks.recorder import Recorder
+from msprobe.pytorch.hooks.recorder import Pending, Recorder
 
 COLLECTIVES = (
     "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "gather", "scatter",
     "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "barrier",
     "send", "recv", "isend", "irecv", "broadcast_object_list", "all_gather_object",
+    "all_gather_single", "reduce_scatter_single",  # torch 2.13's names (FSDP2 calls them)
 )  # fmt: skip
 
 
 def install_collectives(recorder: Recorder) -> Handle:
     """Wrap the collectives of ``torch.distributed``; the handle puts the originals back."""
-    dist = torch.distributed
     found = [(name, getattr(dist, name, None)) for name in COLLECTIVES] if dist.is_available() else []
     return patch_attributes([(dist, name, _wrapper(recorder, name, original))
                              for name, original in found if original is not None])
+
+
+def _written(args: tuple, kwargs: dict) -> list:
+    """The tensor arguments (tensors and lists of them, positional then keyword), which a collective
+    reads or writes: its recorded output, read after it."""
+    return [a for a in (*args, *kwargs.values()) if isinstance(a, (torch.Tensor, list))]
 
 
 def _wrapper(recorder: Recorder, api: str, original: Any) -> Any:
@@ -41,11 +52,79 @@ def _wrapper(recorder: Recorder, api: str, original: Any) -> Any:
         pending = recorder.begin_api("Distributed", api, args, kwargs, mutates=True, differentiable=False)
         with recorder.pause():  # torch code inside the collective is not the user's
             result = original(*args, **kwargs)
-        if kwargs.get("async_op", False):
-            recorder.finish(pending, result)
-        else:
-            tensors = [a for a in args if isinstance(a, (torch.Tensor, list))]
-            recorder.finish(pending, result if result is not None else tensors)
+        if isinstance(result, _Work):
+            return RecordedWork(result, recorder, pending, _written(args, kwargs))
+        recorder.finish(pending, _written(args, kwargs))
         return result
 
     return collective
+
+
+_Work: Any = dist.Work if dist.is_available() else object  # a build without distributed has no collectives
+
+
+class RecordedWork(_Work):
+    """The work of an asynchronous collective: recorded under its own entry when ``wait()`` returns,
+    with the tensors as the collective left them. A ``dist.Work`` itself (FSDP2 waits only on values
+    that are), delegating everything to the real work. Work that is never waited on while collecting
+    is not recorded: nothing tells when its tensors hold the result."""
+
+    def __init__(self, work: Any, recorder: Recorder, pending: Pending, tensors: list) -> None:
+        super().__init__()
+        self._work = work
+        self._record: tuple[Recorder, Pending, list] | None = (recorder, pending, tensors)
+
+    def wait(self, *args: Any, **kwargs: Any) -> bool:
+        done = self._work.wait(*args, **kwargs)
+        record, self._record = self._record, None  # once: a second wait records nothing
+        if record is not None:
+            recorder, pending, tensors = record
+            if recorder.active:  # not after stop(): that step's files are closed
+                recorder.finish(pending, tensors)
+        return done
+
+    def is_completed(self) -> bool:
+        return self._work.is_completed()
+
+    def is_success(self) -> bool:
+        return self._work.is_success()
+
+    def exception(self) -> Any:
+        return self._work.exception()
+
+    def source_rank(self) -> int:
+        return self._work.source_rank()
+
+    def result(self) -> list:
+        return self._work.result()
+
+    def synchronize(self) -> None:
+        self._work.synchronize()
+
+    def get_future(self) -> Any:
+        return self._work.get_future()
+
+    def block_current_stream(self) -> None:
+        self._work.block_current_stream()
+
+
+def ddp_bucket_hook(recorder: Recorder) -> Any:
+    """A DDP comm hook that reduces each gradient bucket as DDP's default hook does (divide by the world
+    size, all-reduce) and records it as ``Distributed.ddp_bucket_all_reduce.{n}.forward``: the bucket's
+    flat gradients before (input) and after (output) the reduction. It waits for each bucket's reduction
+    before returning (overlap with the rest of the backward is lost; the numbers are the default hook's)."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    def hook(process_group: Any, bucket: Any) -> torch.futures.Future:
+        if not recorder.sees_calls:
+            return allreduce_hook(process_group, bucket)
+        buffer = bucket.buffer()
+        pending = recorder.begin_api("Distributed", "ddp_bucket_all_reduce", (buffer,), {}, mutates=True,
+                                     differentiable=False)
+        with recorder.pause():
+            future = allreduce_hook(process_group, bucket)
+            future.wait()
+        recorder.finish(pending, [buffer])
+        return future
+
+    return hook

@@ -16,7 +16,7 @@ from msprobe.core.calls import Level
 from msprobe.core.events import CallSink
 from msprobe.core.handles import Handle, HandleGroup
 from msprobe.pytorch.hooks.api import ApiMode, install_operator_names, push_mode
-from msprobe.pytorch.hooks.distributed import install_collectives
+from msprobe.pytorch.hooks.distributed import ddp_bucket_hook, install_collectives
 from msprobe.pytorch.hooks.module import ModuleHooks
 from msprobe.pytorch.hooks.recorder import Recorder
 
@@ -103,6 +103,15 @@ class Interceptor:
         if self._resume_after_solo:
             self._recorder.active = False
             self.enable()
+
+    def record_ddp_buckets(self, ddp_model: torch.nn.Module) -> None:
+        """Register the comm hook that records each of ``ddp_model``'s gradient buckets around its
+        all-reduce while collecting (``distributed.ddp_bucket_hook``); DDP takes one comm hook, once,
+        before its first backward."""
+        if not self.level.apis:
+            raise ValueError(f"record_ddp_buckets: level {self.level.name!r} records no API calls; "
+                             "the bucket entries need level L1 or mix")
+        ddp_model.register_comm_hook(None, ddp_bucket_hook(self._recorder))
 
     def reset_counts(self) -> None:
         """A new step: every API and module counts from 0 again."""

@@ -47,7 +47,7 @@ class TorchBenchmarkOps(FrameworkBenchmarkOps):
         return t.is_floating_point()
 
     def as_float64(self, tensor: torch.Tensor) -> np.ndarray:
-        return tensor.detach().to("cpu", torch.float64).numpy()
+        return tensor.detach().to("cpu", torch.float64, copy=True).numpy()  # copy: numpy() pins the storage
 
     def dtype_key(self, tensor: torch.Tensor) -> str:
         return str(tensor.dtype).removeprefix("torch.")
