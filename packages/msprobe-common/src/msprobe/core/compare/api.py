@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.core.compare.attribution import Replay
-from msprobe.core.compare.distributed import DistributedResult, compare_steps
+from msprobe.core.compare.distributed import DistributedResult, compare_merged, compare_steps, needs_merge
 from msprobe.core.compare.engine import CompareOptions, TensorLoader, check_attribute, check_workers, compare_dumps
 from msprobe.core.compare.mapfiles import read_user_maps
 from msprobe.core.compare.reader import CompareError, read_mapping
 from msprobe.core.compare.result import CompareResult
+from msprobe.core.compare.shards import NO_LAYOUT, Layout
 
 _KEYS = {"npu_path": ("npu_json_path", "npu_path"), "bench_path": ("bench_json_path", "bench_path"),
          "stack_path": ("stack_json_path", "stack_path")}
-ALLOWED_KEYS = {k for names in _KEYS.values() for k in names} | {"is_print_compare_log"}
+ALLOWED_KEYS = {k for names in _KEYS.values() for k in names} | {"is_print_compare_log", "tp", "pp"}
 
 
 def input_paths(input_param: dict[str, Any], base: Path | None = None) -> dict[str, Path | None]:
@@ -48,10 +49,24 @@ def input_paths(input_param: dict[str, Any], base: Path | None = None) -> dict[s
     return paths
 
 
+def layout_of(input_param: dict[str, Any]) -> Layout:
+    """The stated layout of the multi-rank side: compare.json's ``tp`` and ``pp``
+    (docs/pytorch/distributed_compare.md)."""
+    return Layout.checked(input_param.get("tp"), input_param.get("pp"))
+
+
 def run_compare(loader: TensorLoader, paths: dict[str, Path | None], output: str | os.PathLike,
-                options: CompareOptions) -> CompareResult | DistributedResult:
+                options: CompareOptions, layout: Layout = NO_LAYOUT) -> CompareResult | DistributedResult:
     npu, bench = paths["npu_path"], paths["bench_path"]
     assert npu is not None and bench is not None
+    if (npu.is_dir() or bench.is_dir()) and needs_merge(npu, bench, layout):
+        if options.attribute:
+            raise CompareError("--attribute / attribute replays the APIs of one rank: it does not apply to a "
+                               "merged multi-rank comparison")
+        return compare_merged(npu, bench, output, loader, options, layout)
+    if layout.stated:
+        raise CompareError("tp / pp describe a multi-rank run compared with a one-rank run: give a step directory "
+                           "of several ranks on one side and one rank on the other")
     if npu.is_dir() != bench.is_dir():
         raise CompareError(f"npu_path {str(npu)!r} and bench_path {str(bench)!r} must both be dump.json files "
                            f"or both be step directories")
@@ -80,7 +95,7 @@ def compare_api(loader: TensorLoader, input_param: dict[str, Any], output_path: 
                              attribute=attribute, replay=replay,
                              maps=read_user_maps(api_mapping, cell_mapping, layer_mapping))
     check_attribute(options)
-    return run_compare(loader, input_paths(input_param), output_path, options)
+    return run_compare(loader, input_paths(input_param), output_path, options, layout_of(input_param))
 
 
 def compare_distributed_api(loader: TensorLoader, npu_dump_dir: str | os.PathLike,

@@ -13,12 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from msprobe.core.cli import Command
-from msprobe.core.compare.api import input_paths, run_compare
+from msprobe.core.compare.api import input_paths, layout_of, run_compare
 from msprobe.core.compare.attribution import DEFAULT_LIMIT, Replay
 from msprobe.core.compare.engine import CompareOptions, TensorLoader, check_workers
 from msprobe.core.compare.escape import printable
 from msprobe.core.compare.mapfiles import read_user_maps
 from msprobe.core.compare.reader import INPUT_MAX_BYTES, CompareError, load_json_file, read_mapping
+from msprobe.core.compare.shards import Layout
 from msprobe.core.log import logger
 
 
@@ -35,6 +36,10 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                               ("-lm", "--layer_mapping", "per layer class, MindSpore → PyTorch attribute names")):
         parser.add_argument(short, long, nargs="?", const=True, metavar="YAML",
                             help=f"MindSpore against PyTorch: {what} (optional; the built-in maps apply without it)")
+    for flag, what in (("--tp", "tensor"), ("--pp", "pipeline")):
+        parser.add_argument(flag, type=_positive(flag), metavar="N",
+                            help=f"the {what}-parallel size of the multi-rank side, merged before comparing "
+                                 f"(default: read from the dump; docs/pytorch/distributed_compare.md)")
     parser.add_argument("-j", "--workers", type=_workers, metavar="N",
                         help="worker processes for tensor metrics, 1 to the number of CPUs (default: CPUs, at most 8)")
 
@@ -49,6 +54,17 @@ def _workers(text: str) -> int:
         return check_workers(value)  # type: ignore[return-value]
     except CompareError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(flag: str) -> Callable[[str], int]:
+    """``--tp``/``--pp``: a positive integer (argparse reports anything else as a usage error, exit code 2)."""
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: give a positive integer (a parallel size)")
+        return int(text)
+
+    return parse
 
 
 def _attribute(text: str) -> int:
@@ -74,13 +90,16 @@ def compare_command(loader_factory: Callable[[], TensorLoader],
     def run(args: argparse.Namespace) -> int:
         try:
             config_path = Path(args.input_path)
-            paths = input_paths(load_json_file(config_path, "compare input file", INPUT_MAX_BYTES), config_path.parent)
+            given = load_json_file(config_path, "compare input file", INPUT_MAX_BYTES)
+            paths = input_paths(given, config_path.parent)
+            stated = layout_of(given)
+            layout = Layout(args.tp or stated.tp, args.pp or stated.pp)
             mapping = read_mapping(args.data_mapping) if args.data_mapping else {}
             attribute = getattr(args, "attribute", 0)
             options = CompareOptions(args.stack_mode, args.fuzzy_match, mapping, args.workers, not args.compare_only,
                                      attribute=attribute, replay=replay_factory() if attribute else None,
                                      maps=read_user_maps(args.api_mapping, args.cell_mapping, args.layer_mapping))
-            result = run_compare(loader_factory(), paths, args.output_path, options)
+            result = run_compare(loader_factory(), paths, args.output_path, options, layout)
         except CompareError as exc:
             logger.error("compare: %s", printable(exc))
             return 2

@@ -20,11 +20,13 @@ from msprobe.core.compare.engine import (
     TensorLoader,
     check_workers,
     compare_dumps,
+    compare_read,
     default_workers,
 )
 from msprobe.core.compare.escape import csv_row, printable
-from msprobe.core.compare.reader import CompareError
+from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_stack
 from msprobe.core.compare.result import CompareResult
+from msprobe.core.compare.shards import Layout, read_merged
 from msprobe.core.fileio import make_dir, write_csv
 from msprobe.core.log import logger
 
@@ -112,3 +114,34 @@ def _summary_row(rank: int, result: CompareResult) -> list:
     failing = sum(1 for r in result.results if r.failed)
     return [rank, len(result.results), failing, found.entry if found else "", found.position + 1 if found else "",
             found.inputs_pass if found else "", str(result.reports.get("xlsx", ""))]
+
+
+def side_ranks(path: Path, what: str) -> dict[int, Path]:
+    """Rank → directory of one side: a step directory's ranks, or a dump.json's own directory as rank 0."""
+    return rank_dirs(path, what) if path.is_dir() else {0: path.parent}
+
+
+def needs_merge(npu: Path, bench: Path, layout: Layout) -> bool:
+    """One side has several ranks and the other one (or a layout is stated): compare them merged."""
+    counts = sorted(len(side_ranks(p, w)) for p, w in ((npu, "npu_path"), (bench, "bench_path")))
+    return counts[0] == 1 and (counts[1] > 1 or layout.stated)
+
+
+def compare_merged(npu: Path, bench: Path, output_dir: str | os.PathLike, loader: TensorLoader,
+                   options: CompareOptions, layout: Layout) -> CompareResult:
+    """A multi-rank step against a one-rank dump: the ranks are merged into one dump (compare.shards) and
+    compared as one; the rows say which ranks each merged value came from."""
+    sides = {"npu_path": side_ranks(npu, "npu_path"), "bench_path": side_ranks(bench, "bench_path")}
+    several = [what for what, ranks in sides.items() if len(ranks) > 1]
+    if len(several) != 1 and not layout.stated:
+        raise CompareError(f"npu_path {str(npu)!r} and bench_path {str(bench)!r}: a merged comparison needs one "
+                           f"side on one rank and the other on several")
+    merged_side = several[0] if several else "npu_path"
+    single_side = "bench_path" if merged_side == "npu_path" else "npu_path"
+    (single_dir,) = sides[single_side].values()
+    single = read_dump(single_dir / "dump.json", single_side)
+    if single_side == "npu_path" and (single_dir / "stack.json").is_file():
+        single.stacks = read_stack(single_dir / "stack.json")
+    merged: DumpFile = read_merged(sides[merged_side], single, layout, merged_side)
+    npu_dump, bench_dump = (merged, single) if merged_side == "npu_path" else (single, merged)
+    return compare_read(npu_dump, bench_dump, output_dir, loader, options)

@@ -25,11 +25,12 @@ from msprobe.core.compare.divergence import first_divergence, group_by_entry, op
 from msprobe.core.compare.mapfiles import UserMaps
 from msprobe.core.compare.metrics import TensorMetrics, compare_tensors
 from msprobe.core.compare.progress import Progress
-from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_stack, tensor_path
+from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_stack
 from msprobe.core.compare.report import write_reports
 from msprobe.core.compare.result import CompareResult
 from msprobe.core.compare.rounding import judge_entry, run_unit
 from msprobe.core.compare.rows import flatten_entry
+from msprobe.core.compare.shards import Source, SourceError, describe, load_source, tensor_source
 from msprobe.core.compare.tensorfile import TensorSpec
 from msprobe.core.compare.verdict import (
     NO,
@@ -91,6 +92,7 @@ def build_results(npu: DumpFile, bench: DumpFile, options: CompareOptions) -> li
         renamed = cross is None and npu_name is not None and bench_name is not None and npu_name != bench_name
         for index, pair in enumerate(pairs):
             result = RowResult(pair.npu, pair.bench, mode, first_of_entry=index == 0)
+            result.messages += [note for row in (pair.npu, pair.bench) if row and (note := describe(row.value))]
             if renamed and npu_name not in options.mapping:
                 result.messages.append("Fuzzy matching data, the comparison accuracy may be affected.")
             results.append(result)
@@ -114,20 +116,13 @@ def _judge_cheap(results: list[RowResult]) -> list[int]:
     return pending
 
 
-def _tensor_job(job: tuple[TensorLoader, tuple[Path | None, TensorSpec], tuple[Path | None, TensorSpec]]
-                ) -> TensorMetrics | str:
+def _tensor_job(job: tuple[TensorLoader, Source, Source]) -> TensorMetrics | str:
     """Worker: load one pair, compare, drop it. A string is the reason the pair could not be read."""
     loader, *sides = job
-    arrays = []
-    for side, (path, spec) in zip(("NPU", "bench"), sides):
-        if path is None:
-            return f"The {side} tensor has no data_name: was the dump made with task 'tensor'?"
-        if not path.is_file():
-            return f"Dump file: {path} not found."
-        try:
-            arrays.append(loader(path, spec))
-        except Exception as exc:  # any loader failure is reported on its row, not fatal to the compare
-            return f"Dump file: {path} cannot be read: {type(exc).__name__}: {exc}"
+    try:
+        arrays = [load_source(loader, source, side) for side, source in zip(("NPU", "bench"), sides)]
+    except SourceError as exc:
+        return str(exc)
     return compare_tensors(arrays[0], arrays[1])
 
 
@@ -187,8 +182,7 @@ def compute_tensor_rows(results: list[RowResult], pending: list[int], npu: DumpF
     jobs = []
     for index in pending:
         result = results[index]
-        jobs.append((loader, (tensor_path(npu, result.npu.value), TensorSpec.of(result.npu.value)),
-                     (tensor_path(bench, result.bench.value), TensorSpec.of(result.bench.value))))
+        jobs.append((loader, tensor_source(npu, result.npu.value), tensor_source(bench, result.bench.value)))
     workers = check_workers(options.workers) or default_workers()
     for index, outcome in zip(pending, _run_jobs(jobs, workers, options.progress)):
         if isinstance(outcome, str):
@@ -234,7 +228,15 @@ def compare_dumps(
     check_attribute(options)
     npu, bench = read_dump(npu_json, "npu_path"), read_dump(bench_json, "bench_path")
     stack_file = Path(stack_path) if stack_path else npu.path.parent / "stack.json"
-    stacks = read_stack(stack_file) if stack_path or stack_file.is_file() else {}
+    npu.stacks = read_stack(stack_file) if stack_path or stack_file.is_file() else {}
+    return compare_read(npu, bench, output_dir, loader, options, report_stem)
+
+
+def compare_read(npu: DumpFile, bench: DumpFile, output_dir: str | os.PathLike, loader: TensorLoader,
+                 options: CompareOptions, report_stem: str | None = None) -> CompareResult:
+    """Compare two dumps already read (or merged from ranks: compare.shards); the NPU side's ``stacks``
+    are its stack.json."""
+    stacks = npu.stacks
     started = time.monotonic()
     results = build_results(npu, bench, options)
     unit = judge_results(results, npu, bench, loader, options)
