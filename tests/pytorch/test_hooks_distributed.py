@@ -1,4 +1,5 @@
-"""Collectives: recorded with their inputs before the call, restored after disable."""
+"""Collectives: recorded with their inputs before the call and their tensors after it (an asynchronous one
+when its work is waited on), restored after disable."""
 
 from __future__ import annotations
 
@@ -19,11 +20,14 @@ def test_all_reduce_is_recorded_on_a_single_rank_gloo_group(tmp_path):
         t = torch.ones(3)
         dist.all_reduce(t)
         work = dist.all_reduce(t, async_op=True)
+        assert isinstance(work, dist.Work)
+        assert "Distributed.all_reduce.1.forward" not in sink.outputs  # not before the user waits
         work.wait()
+        work.wait()  # recorded once
         interceptor.detach()
         assert sink.forward[-2:] == ["Distributed.all_reduce.0.forward", "Distributed.all_reduce.1.forward"]
         assert sink.inputs["Distributed.all_reduce.0.forward"][0].tolist() == [1.0, 1.0, 1.0]
-        assert sink.outputs["Distributed.all_reduce.1.forward"] is work
+        assert [v.tolist() for v in sink.outputs["Distributed.all_reduce.1.forward"]] == [[1.0, 1.0, 1.0]]
         assert dist.all_reduce is original
     finally:
         dist.destroy_process_group()

@@ -4,7 +4,9 @@ with, each rank writing what it observed to OUT/rank{R}.json for the test to che
 Arguments: SCENARIO OUT, SCENARIO one of
 - ``fsdp2``: a tiny LLaMA sharded with ``fully_shard`` trained two AdamW steps bare and under the
   debugger (statistics L0, L1, mix; tensor L1; md5 L1): losses and local parameter shards per run;
-- ``collectives``: each collective the test checks, its values after the call next to the dump.
+- ``collectives``: each collective the test checks, its values after the call next to the dump;
+- ``ddp``: DDP with ``record_ddp_buckets`` (L1) and without: the local gradients (no DDP), the
+  reduced ones, losses and parameters of both runs.
 """
 
 import hashlib
@@ -114,7 +116,42 @@ def collectives() -> None:
     observed["after"] = after
 
 
-{"fsdp2": fsdp2, "collectives": collectives}[scenario]()
+def ddp() -> None:
+    from torch.nn.parallel import DistributedDataParallel
+
+    def model_and_batch():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+        torch.manual_seed(1 + rank)
+        return model, torch.randn(4, 6)
+
+    model, batch = model_and_batch()
+    model(batch).square().mean().backward()
+    observed["local_grads"] = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).double().tolist()
+
+    def train(name: str, debug: bool) -> None:
+        model, batch = model_and_batch()
+        wrapped = DistributedDataParallel(model)
+        optimizer = torch.optim.SGD(wrapped.parameters(), lr=0.1)
+        debugger = None
+        if debug:
+            debugger = PrecisionDebugger(dump_path=os.path.join(out, name), task="statistics", level="L1")
+            debugger.record_ddp_buckets(wrapped)
+            debugger.start(wrapped)
+        loss = wrapped(batch).square().mean()
+        loss.backward()
+        grads = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).double().tolist()
+        optimizer.step()
+        if debugger:
+            debugger.stop()
+            debugger.step()
+        observed[name] = {"loss": loss.item(), "grads": grads, "params": digest(model.parameters())}
+
+    train("bare", False)
+    train("buckets", True)
+
+
+{"fsdp2": fsdp2, "collectives": collectives, "ddp": ddp}[scenario]()
 with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
     json.dump(observed, f)
 dist.destroy_process_group()

@@ -115,7 +115,7 @@ def ddp_bucket_hook(recorder: Recorder) -> Any:
     before returning (overlap with the rest of the backward is lost; the numbers are the default hook's)."""
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-    def hook(process_group: Any, bucket: Any) -> torch.futures.Future:
+    def hook(process_group, bucket):  # unannotated: DDP rejects annotations other than its own
         if not recorder.sees_calls:
             return allreduce_hook(process_group, bucket)
         buffer = bucket.buffer()
