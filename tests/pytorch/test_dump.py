@@ -247,3 +247,28 @@ def test_module_dump_as_a_with_block(tmp_path):
     data = load(tmp_path / "dump")["data"]
     assert "Module.blk.Sequential.forward.0" in data and "Torch.relu.0.forward" in data
     assert not any(name.startswith("Functional.linear") for name in data)
+
+
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference-outputs" / "pytorch"  # msprobe 1.1.1's
+
+
+def test_memory_format_generator_layout_and_reduce_op_are_written_as_1_1_1_writes_them(tmp_path, msprobe_log):
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "dump"), task="statistics", level="L1")
+    x = torch.ones(3)
+    generator = torch.Generator().manual_seed(0)
+    debugger.start()
+    torch.ones_like(x, memory_format=torch.preserve_format)
+    torch.rand(2, generator=generator)
+    torch.empty(2, layout=torch.strided)
+    torch.zeros(2).to(memory_format=torch.contiguous_format)
+    debugger.stop()
+    data = load(tmp_path / "dump")["data"]
+    kwargs = data["Torch.ones_like.0.forward"]["input_kwargs"]
+    assert kwargs["memory_format"] == {"type": "torch.memory_format", "format": "preserve_format"}
+    assert data["Tensor.to.0.forward"]["input_kwargs"]["memory_format"]["format"] == "contiguous_format"
+    assert data["Torch.rand.0.forward"]["input_kwargs"]["generator"] is None
+    assert data["Torch.empty.0.forward"]["input_kwargs"]["layout"] is None
+    assert "cannot show" not in msprobe_log.text()
+    reference = REFERENCE / "pt_statistics_L1_fp32" / "step0" / "rank" / "dump.json"
+    expected = json.loads(reference.read_text())["data"]["Torch.ones_like.0.forward"]["input_kwargs"]
+    assert kwargs == expected  # the member msprobe 1.1.1 wrote for the same call

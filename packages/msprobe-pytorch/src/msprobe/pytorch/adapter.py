@@ -263,8 +263,12 @@ class TorchTensorAdapter(StatsAdapterBase):
             return {"type": "torch.device", "value": str(value)}
         if isinstance(value, torch.Size):
             return [{"type": "int", "value": int(v)} for v in value]
+        if isinstance(value, torch.memory_format):
+            return {"type": "torch.memory_format", "format": str(value).removeprefix("torch.")}
         if _is_process_group(value):
             return _encode_group(value)
+        if isinstance(value, _WRITTEN_AS_NULL):
+            return None  # as msprobe 1.1.1 writes them; a value of the user's run, not a loss to warn of
         return NOT_HANDLED
 
 
@@ -389,6 +393,17 @@ def _host_stats(tensor: torch.Tensor) -> HostCopy | TensorStats:
     high, low, total, norm = torch.stack((high, low, flat.sum(), _norm(flat, t.shape))).tolist()
     stats = TensorStats(high, low, total / flat.numel(), norm)
     return with_finite_extremes(stats, _host_values(flat))
+
+
+def _null_types() -> tuple[type, ...]:
+    types: list[type] = [torch.Generator, torch.layout]
+    if torch.distributed.is_available():
+        types += [torch.distributed.ReduceOp, torch.distributed.ReduceOp.RedOpType]
+    return tuple(types)
+
+
+# Argument types msprobe 1.1.1 writes as null (docs/pytorch/dump.md): a generator, a layout, a reduce op.
+_WRITTEN_AS_NULL = _null_types()
 
 
 def _is_process_group(value: Any) -> bool:
