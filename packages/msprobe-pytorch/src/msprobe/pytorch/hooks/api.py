@@ -4,7 +4,11 @@ A function mode is PyTorch's own hook for every overridable call (``torch.*``, `
 ``torch.nn.functional``, ``torch._VF``): nothing is patched, so ``F.gelu is F.gelu`` holds, and when
 the mode is not on the stack the cost is zero. While the mode handles a call PyTorch takes it off the
 stack, so calls made inside that call (``cross_entropy`` → ``log_softmax``, ``backward`` → ``ones_like``)
-and calls our sink makes are never seen: only outermost calls are recorded.
+and calls our sink makes are never seen: only outermost calls are recorded. A backward pass is the
+exception: autograd's engine gives the nodes it runs the function modes that were on the stack when it
+started, and ``Tensor.backward`` starts it while the mode is off the stack, so the mode is put back
+around the engine's start (:func:`push_mode`). A recomputation inside the backward (reentrant
+checkpoint) is then seen; every other call there is autograd's and runs unrecorded (``recorder.py``).
 
 One thing the mode cannot see is which *spelling* of an operator was used: ``x + y`` arrives as
 ``TensorBase.add``. While collecting we therefore put thin wrappers on the operator dunders of
@@ -13,14 +17,15 @@ One thing the mode cannot see is which *spelling* of an operator was used: ``x +
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 
-from msprobe.core.handles import Handle, patch_attributes
+from msprobe.core.handles import Handle, HandleGroup, patch_attributes
 from msprobe.pytorch.hooks.api_names import OPERATOR_DUNDERS, build_api_table, is_mutating
-from msprobe.pytorch.hooks.recorder import Recorder
+from msprobe.pytorch.hooks.recorder import Recorder, backward_pass_id
 
 
 @torch.compiler.disable
@@ -66,14 +71,37 @@ class ApiMode(TorchFunctionMode):
 
     def _record(self, func: Any, prefix: str, api: str, args: tuple, kwargs: dict) -> Any:
         recorder = self._recorder
-        pending = recorder.begin_api(prefix, api, args, kwargs, mutates=is_mutating(api, kwargs), func=func)
+        if backward_pass_id() != -1:  # autograd's call, or a recomputation's: never a new forward entry
+            pending = recorder.begin_replay((prefix, api), args, kwargs, module=False)
+            if pending is None:
+                return func(*args, **kwargs)
+        else:
+            pending = recorder.begin_api(prefix, api, args, kwargs, mutates=is_mutating(api, kwargs), func=func)
         return recorder.finish(pending, func(*args, **kwargs))
 
 
-def push_mode(mode: ApiMode) -> Handle:
-    """Put ``mode`` on the function-mode stack; the handle takes it off again."""
+def push_mode(mode: ApiMode) -> HandleGroup:
+    """Put ``mode`` on the function-mode stack, and back on it for each backward pass the engine starts;
+    the handle takes it off again."""
     mode.__enter__()
-    return Handle(lambda: mode.__exit__(None, None, None))
+    handles = HandleGroup([Handle(lambda: mode.__exit__(None, None, None))])
+    original = getattr(torch.autograd.graph, "_engine_run_backward", None)
+    if original is not None:  # where PyTorch has it, so do its own wrappers (torch/compiler/__init__.py)
+        run = _with_mode(mode, original)
+        handles.add(patch_attributes([(torch.autograd.graph, "_engine_run_backward", run),
+                                      (torch.autograd, "_engine_run_backward", run)]))
+    return handles
+
+
+def _with_mode(mode: ApiMode, engine_run_backward: Any) -> Any:
+    @functools.wraps(engine_run_backward)
+    def run_backward(*args: Any, **kwargs: Any) -> Any:
+        if mode in _get_current_function_mode_stack():  # already there (never twice: calls would count twice)
+            return engine_run_backward(*args, **kwargs)
+        with mode:
+            return engine_run_backward(*args, **kwargs)
+
+    return run_backward
 
 
 def install_operator_names(mode: ApiMode) -> Handle:

@@ -27,6 +27,7 @@ state of a backward pass is made when the pass's first gradient arrives.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +38,7 @@ from torch._C._autograd import _get_sequence_nr
 Emit = Callable[[Any, tuple, tuple], None]
 
 _engine = torch.autograd.Variable._execution_engine
+_graph_task = torch._C._current_graph_task_id
 _serials = itertools.count()
 _LEAF = -1  # the output slot of a leaf's edge: a leaf is matched by its accumulator's ``variable``
 _AccumulateGrad = torch._C._functions.AccumulateGrad  # the node a leaf's gradient flows into
@@ -51,36 +53,39 @@ class EmitOrder:
     is computed after the one for the input), so a finished capture that waited for its inputs'
     gradients waits too while a capture nested in it has received gradients in this pass and not
     finished. One whose inputs need no gradient is complete as soon as its outputs' gradients arrive, and
-    is reported at once. At the end of each backward pass whatever is still waiting is reported with the
-    gradients that arrived.
+    is reported at once. At the end of each backward pass whatever is still waiting from that pass is
+    reported with the gradients that arrived. Passes nest: a reentrant checkpoint runs a backward pass of
+    its recomputed graph inside the outer one, whose captures go on waiting when the inner pass ends.
     """
 
     def __init__(self, emit: Emit) -> None:
         self._emit = emit
         self._running: list[BackwardCapture] = []  # received gradients in this pass, not yet reported
-        self._flush_queued = False
+        self._flush_queued: set[int] = set()  # the backward passes (graph tasks) that will flush at their end
 
     def started(self, capture: BackwardCapture) -> None:
         self._running.append(capture)
-        if not self._flush_queued:
-            self._flush_queued = True
-            _engine.queue_callback(self._flush)
+        task = capture.task = _graph_task()
+        if task not in self._flush_queued:
+            self._flush_queued.add(task)
+            _engine.queue_callback(functools.partial(self._flush, task))
 
     def finished(self) -> None:
-        self._drain(force=False)
+        self._drain(force=None)
 
-    def _flush(self) -> None:
-        self._flush_queued = False
-        self._drain(force=True)
+    def _flush(self, task: int) -> None:
+        self._flush_queued.discard(task)
+        self._drain(force=task)
 
-    def _drain(self, force: bool) -> None:
-        """Report, first in the running list first, each capture that may be; after each report look
-        again from the start, since it may have been what held back an outer one."""
+    def _drain(self, force: int | None) -> None:
+        """Report, first in the running list first, each capture that may be (every one of pass ``force``);
+        after each report look again from the start, since it may have been what held back an outer one."""
         running = self._running
         i = 0
         while i < len(running):
             capture = running[i]
-            if (force or capture.complete) and not (capture.waits_for_inputs and capture.encloses_any(running)):
+            done = capture.complete or capture.task == force
+            if done and not (capture.waits_for_inputs and capture.encloses_any(running)):
                 del running[i]
                 grad_input, grad_output = capture.take_grads()
                 self._emit(capture.call, grad_input, grad_output)
@@ -103,7 +108,7 @@ class BackwardCapture:
     __slots__ = (
         "call", "_order", "_serial", "_start", "_end", "_inputs", "_slots_of", "_input_count", "_outputs",
         "_hooked_outputs", "_consumers", "waits_for_inputs", "_started", "complete", "_output_grads",
-        "_input_grads", "_fired_outputs", "_fired_consumers",
+        "_input_grads", "_fired_outputs", "_fired_consumers", "task",
     )
 
     def __init__(self, order: EmitOrder, call: Any, flat_inputs: list) -> None:
@@ -118,6 +123,7 @@ class BackwardCapture:
         self.waits_for_inputs = False
         self._started = self.complete = False
         self._output_grads = self._input_grads = None  # per backward pass, from its first gradient on
+        self.task = -1  # the backward pass (graph task) its gradients arrive in
 
     def arm(self, flat_outputs: list) -> None:
         """The call returned: hook its tensor outputs and the nodes it created that consume inputs."""

@@ -115,7 +115,7 @@ class Interceptor:
 
     def reset_counts(self) -> None:
         """A new step: every API and module counts from 0 again."""
-        self._recorder.counter.reset()
+        self._recorder.new_step()
 
     def detach(self) -> None:
         """Remove every hook and restore everything wrapped; the interceptor can be attached again."""

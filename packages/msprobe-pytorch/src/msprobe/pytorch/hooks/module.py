@@ -20,7 +20,7 @@ import torch
 from msprobe.core.handles import Handle, HandleGroup, Removable
 from msprobe.core.naming import safe_module_parts
 from msprobe.pytorch.hooks.api import outside_dynamo
-from msprobe.pytorch.hooks.recorder import Pending, Recorder
+from msprobe.pytorch.hooks.recorder import Pending, Recorder, backward_pass_id
 
 
 def _inert(*_args: Any) -> None:
@@ -55,7 +55,7 @@ class ModuleHooks:
         self._recorder = recorder
         self._model = model
         self._as_name = as_name
-        self._pending: dict[int, list[Pending]] = {}
+        self._pending: dict[int, list[Pending | None]] = {}
 
     def _named_modules(self) -> list[tuple[str, torch.nn.Module]]:
         if self._as_name is not None:
@@ -78,10 +78,15 @@ class ModuleHooks:
     def _pre_hook(self, path: str, cls: str) -> Any:
         recorder = self._recorder
 
+        key = ("Module", path, cls)
+
         def pre_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
             if not recorder.sees_calls:
                 return None
-            pending = recorder.begin_module(path, cls, args, kwargs)
+            if backward_pass_id() != -1:  # a recomputation: never a new forward entry (None: not even a replay)
+                pending = recorder.begin_replay(key, args, kwargs, module=True)
+            else:
+                pending = recorder.begin_module(path, cls, args, kwargs)
             self._pending.setdefault(id(module), []).append(pending)
             return None
 
@@ -94,7 +99,9 @@ class ModuleHooks:
             stack = self._pending.get(id(module))
             if not stack or recorder.paused:
                 return None
-            recorder.finish(stack.pop(), output)
+            pending = stack.pop()
+            if pending is not None:
+                recorder.finish(pending, output)
             return None
 
         return post_hook

@@ -3,29 +3,93 @@ arming of each call's backward capture.
 
 API calls (``api.py``), module forwards (``module.py``) and collectives (``distributed.py``) differ
 only in how they learn about a call; what happens to it is decided here and in core.
+
+Calls made while a backward pass runs are autograd's, not the user's forward: they are neither counted
+nor recorded (docs/pytorch/dump.md, "Activation checkpointing"). One kind of them is a replay: a
+reentrant checkpoint runs its function under ``no_grad`` in the forward and again, with gradients on,
+in its backward, then back-propagates through that second graph. :class:`Recomputation` pairs each
+replayed call with the forward call it repeats, so the backward is captured under the forward's name.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._C._autograd import _get_sequence_nr
 
 from msprobe.core.calls import CallReporter, Started
-from msprobe.core.events import CallSink
+from msprobe.core.events import Call, CallSink
+from msprobe.core.log import logger
 from msprobe.pytorch.hooks.backward import BackwardCapture, EmitOrder
 from msprobe.pytorch.hooks.flat import call_leaves, leaves
 
+backward_pass_id = torch._C._current_graph_task_id  # -1 outside a backward pass (one C call for the hooks)
+_current_node = torch._C._current_autograd_node  # the node whose backward runs now, or None
+_fwd_grad_enabled = torch._C._is_fwd_grad_enabled  # off only inside an autograd Function's forward
+_FunctionNode = torch.autograd.function.BackwardCFunction  # the node of a Python autograd Function
+
 
 class Pending:
-    """A call between its start and its end, with the capture of its backward when one is wanted."""
+    """A call between its start and its end, with the capture of its backward when one is wanted.
+    ``started`` is None for a replay: the call is not reported again, only its backward is captured."""
 
     __slots__ = ("started", "capture")
 
-    def __init__(self, started: Started, capture: BackwardCapture | None = None) -> None:
+    def __init__(self, started: Started | None, capture: BackwardCapture | None = None) -> None:
         self.started = started
         self.capture = capture
+
+
+class Recomputation:
+    """The calls made inside autograd Functions' forwards, and which of them a backward is replaying.
+
+    PyTorch runs every ``autograd.Function.forward`` with gradients off, after creating the Function's
+    node (whose autograd sequence number is lower than that of anything made in the forward). When that
+    node's backward turns gradients on and makes calls — ``CheckpointFunction`` re-running its function
+    — they replay the calls noted after the node's number, in the same order; each is checked against
+    the noted key (an API or module), and the first that differs ends the replay.
+    """
+
+    def __init__(self) -> None:
+        self._seqs: list[int] = []  # autograd's sequence number when each noted call started (ascending)
+        self._calls: list[tuple[tuple[str, ...], Call | None]] = []  # key, the call if its backward is wanted
+        self._node: Any = None  # the Function node whose backward is calling now
+        self._next = -1  # the index its next call replays; -1: the node replays nothing
+        self._warned = False
+
+    def note(self, key: tuple[str, ...], call: Call | None) -> None:
+        self._seqs.append(_get_sequence_nr())
+        self._calls.append((key, call))
+
+    def replayed(self, key: tuple[str, ...]) -> tuple[Call | None] | None:
+        """A call seen during a backward pass: ``(forward call,)`` when it replays a noted call (the call is
+        None when its backward is not wanted), else None."""
+        node = _current_node()
+        if node is not self._node:  # a replay starts with gradients on (what the Function did before is its own)
+            if not (isinstance(node, _FunctionNode) and torch.is_grad_enabled()):
+                return None
+            self._node, self._next = node, bisect_right(self._seqs, node._sequence_nr())
+        index = self._next
+        if index < 0 or index >= len(self._calls):
+            return None
+        noted_key, call = self._calls[index]
+        if noted_key != key:
+            if index > 0 and self._seqs[index - 1] > node._sequence_nr() and not self._warned:
+                self._warned = True  # it had replayed calls already: the recomputation went another way
+                logger.warning(f"a recomputation during backward called {'.'.join(key)} where its forward "
+                               f"called {'.'.join(noted_key)}: its further backward entries are not recorded")
+            self._next = -1
+            return None
+        self._next = index + 1
+        return (call,)
+
+    def clear(self) -> None:
+        self._seqs.clear()
+        self._calls.clear()
+        self._node, self._next = None, -1
 
 
 class Recorder(CallReporter):
@@ -36,34 +100,60 @@ class Recorder(CallReporter):
         # TorchFunctionMode, the user's included: a user's mode must not see, count or alter them.
         super().__init__(sink, quiet=torch._C.DisableTorchFunction)
         self._order = EmitOrder(self.backward)
+        self._recomputation = Recomputation()
+
+    def new_step(self) -> None:
+        """A step starts: counters from 0; the previous step's forward calls are replayed no more."""
+        self.counter.reset()
+        self._recomputation.clear()
 
     def begin_api(self, prefix: str, api: str, args: tuple, kwargs: dict, *, mutates: bool,
                   func: Callable[..., Any] | None = None, differentiable: bool = True) -> Pending:
         """``func``: the real API, offered to the sink as ``Call.rerun``."""
         rerun = None if func is None else self.unrecorded(func)
         started = self.start_api(prefix, api, args, kwargs, mutates=mutates, rerun=rerun)
-        return self._watch(started, args, kwargs, differentiable, needs_grad_input=True)
+        return self._watch(started, (prefix, api), args, kwargs, differentiable, needs_grad_input=True)
 
     def begin_module(self, path: str, cls: str, args: tuple, kwargs: dict) -> Pending:
         started = self.start_module("Module", path, cls, args, kwargs)
         # A module's parameters can make its outputs need gradients even when no input does.
-        return self._watch(started, args, kwargs, differentiable=True, needs_grad_input=False)
+        return self._watch(started, ("Module", path, cls), args, kwargs, differentiable=True, needs_grad_input=False)
+
+    def begin_replay(self, key: tuple[str, ...], args: tuple, kwargs: dict, *, module: bool) -> Pending | None:
+        """A call seen during a backward pass (``key``: ``(prefix, api)`` or ``("Module", path, class)``): a Pending
+        that captures the backward of the forward call it replays, or None — run it unrecorded."""
+        replayed = self._recomputation.replayed(key)
+        if replayed is None:
+            return None
+        call = replayed[0]
+        if call is None or not torch.is_grad_enabled():  # as in the forward: no backward to capture
+            return Pending(None)
+        return Pending(None, self._capture(call, args, kwargs, needs_grad_input=not module))
 
     def finish(self, pending: Pending, output: Any) -> Any:
         """The call returned ``output``: tell the sink, then watch the backward of what the user gets."""
-        output = self.end(pending.started, output)
+        if pending.started is not None:
+            output = self.end(pending.started, output)
         capture = pending.capture
         if capture is not None:
             with self.pause(), torch._C.DisableTorchFunction():
                 capture.arm(leaves(output))
         return output
 
-    def _watch(self, started: Started, args: tuple, kwargs: dict, differentiable: bool,
+    def _watch(self, started: Started, key: tuple[str, ...], args: tuple, kwargs: dict, differentiable: bool,
                needs_grad_input: bool) -> Pending:
-        if not (started.wants_backward and differentiable and torch.is_grad_enabled()):
+        wanted = started.wants_backward and differentiable
+        if not torch.is_grad_enabled():
+            if not _fwd_grad_enabled():  # inside an autograd Function's forward, which its backward may replay
+                self._recomputation.note(key, started.call if wanted else None)
             return Pending(started)
+        if not wanted:
+            return Pending(started)
+        return Pending(started, self._capture(started.call, args, kwargs, needs_grad_input))
+
+    def _capture(self, call: Call, args: tuple, kwargs: dict, needs_grad_input: bool) -> BackwardCapture | None:
         with torch._C.DisableTorchFunction():
             flat = call_leaves(args, kwargs)
             if needs_grad_input and not any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
-                return Pending(started)
-            return Pending(started, BackwardCapture(self._order, started.call, flat))
+                return None
+            return BackwardCapture(self._order, call, flat)
