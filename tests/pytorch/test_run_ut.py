@@ -266,3 +266,18 @@ def test_details_csv_has_the_columns_of_msprobe_111(dumps: dict[str, Path], tmp_
     assert floats and len(numbers) == 12
     for row in floats:  # every float row holds the numbers of every standard (1.1.1 picks its own)
         assert all(float(row[column]) >= 0 for column in numbers), row
+
+
+def test_memory_format_arguments_are_rebuilt_on_replay(tmp_path: Path) -> None:
+    debugger = PrecisionDebugger(task="tensor", level="L1", dump_path=str(tmp_path / "dump"))
+    x = torch.randn(2, 3, 4, 5)
+    debugger.start()
+    torch.ones_like(x, memory_format=torch.preserve_format)
+    x.to(memory_format=torch.channels_last).mul(2.0)
+    debugger.stop()
+    debugger.step()
+    dump_json = _one(tmp_path / "dump", "step0/rank/dump.json")
+    assert _cli("-api_info", str(dump_json), "-o", str(tmp_path / "out")) == 0
+    rows = {r["API name"]: r for r in _rows(_one(tmp_path / "out", "accuracy_checking_result_*.csv"))}
+    assert rows["Torch.ones_like.0"]["Forward Test Success"] == "pass"
+    assert rows["Tensor.to.0"]["Forward Test Success"] == "pass"

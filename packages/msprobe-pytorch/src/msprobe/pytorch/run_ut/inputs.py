@@ -90,6 +90,16 @@ def rebuild(value: Any, make_tensor: Callable[[dict], Any], device: Callable[[st
         return torch_dtype(value.get("value"))
     if kind == "torch.device":
         return device(str(value.get("value")))
+    if kind == "torch.memory_format":
+        return _memory_format(value.get("format"))
     if kind is None and all(isinstance(k, str) for k in value):  # a dict argument
         return {k: rebuild(v, make_tensor, device) for k, v in value.items()}
     raise Unreplayable(f"argument of type {kind!r} cannot be rebuilt")
+
+
+def _memory_format(name: Any) -> torch.memory_format:
+    """``{"type": "torch.memory_format", "format": "preserve_format"}`` (msprobe 1.1.1's spelling) → the format."""
+    memory_format = getattr(torch, str(name), None)
+    if not isinstance(memory_format, torch.memory_format):
+        raise Unreplayable(f"unknown memory_format {name!r}")
+    return memory_format
