@@ -109,6 +109,9 @@ def test_replicas_that_disagree_are_marked_and_the_lowest_rank_is_compared():
     merged = merged_output(dumps, dump({"Torch.f.0.forward": {"output": [value(a)]}}))
     check_stats(merged, a)
     assert "ranks disagree on this replicated value (Max 1.0 on rank 0, 1.5 on rank 1)" in merged[SHARDS]["note"]
+    alone = merged_output(dumps, dump({}))  # no counterpart: equal local shapes tell replicas from shards apart
+    assert alone[SHARDS]["layout"] == "rank 0's (no counterpart in the other run to merge by)"
+    assert alone[SHARDS]["note"] is None and alone["Max"] == 1.0
 
 
 def test_partial_statistics_are_left_out_and_said_so_tensors_are_summed(tmp_path):

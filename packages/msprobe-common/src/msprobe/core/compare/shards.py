@@ -238,7 +238,10 @@ def _by_shape(pieces: list[_Piece], other: Any) -> tuple[_Piece, str]:
     """The shape rule against the other run's value (see the module docstring)."""
     shapes = [list(p.value["shape"]) for p in pieces]
     target = other.get("shape") if is_tensor(other) else None
-    if all(s == shapes[0] for s in shapes) and (target is None or list(target) == shapes[0]):
+    first = pieces[0]
+    if target is None:  # equal local shapes are replicas or shards alike: nothing to tell them apart
+        return first, f"rank {first.ranks[0]}'s (no counterpart in the other run to merge by)"
+    if all(s == shapes[0] for s in shapes) and list(target) == shapes[0]:
         return _replicate(pieces), "replicated (equal shapes)"
     if isinstance(target, list) and all(len(s) == len(target) for s in shapes):
         dims = {d for s in shapes for d, (n, t) in enumerate(zip(s, target)) if n != t}
@@ -246,7 +249,6 @@ def _by_shape(pieces: list[_Piece], other: Any) -> tuple[_Piece, str]:
             (axis,) = dims
             if sum(s[axis] for s in shapes) == target[axis]:
                 return _concat(pieces, axis), f"concatenated along dim {axis} (by shape)"
-    first = pieces[0]
     note = (f"local shapes {shapes} cannot be merged into the other run's {target}: rank {first.ranks[0]}'s "
             f"value is compared")
     return _Piece(first.ranks, first.value, first.source, first.notes + [note]), "not merged"
