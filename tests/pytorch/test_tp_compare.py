@@ -69,9 +69,6 @@ def test_tensor_dumps_clean_pair_has_no_divergence_and_the_fault_is_named_at_fc1
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the PyTorch adapter reads the statistics of RowwiseParallel's output (an "
-                                       "AsyncCollectiveTensor) before its all-reduce completes: nan/1e31 on "
-                                       "Module.attn.o's output (the tensor files are right)")
 def test_statistics_dumps_clean_pair_has_no_divergence_and_the_fault_is_named_at_fc1(dumps):
     root = dumps["root"]
     config = root / "compare.json"

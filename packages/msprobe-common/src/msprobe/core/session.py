@@ -3,7 +3,7 @@
 A framework's ``PrecisionDebugger`` is a thin shell that builds a :class:`Session` with its
 interceptor, tensor adapter and rank lookup; the rules of when to collect, when to write and when to
 finish are written once, here — among them that a write error (a full disk) stops dumping, never the
-training.
+training, and that no error of msprobe's reaches the user's step (:class:`FailSafeSink`).
 """
 
 from __future__ import annotations
@@ -30,51 +30,56 @@ _SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 class FailSafeSink:
-    """The collector as the hooks see it, so that a write error never reaches the user's training.
+    """The collector as the hooks see it, so that nothing msprobe raises reaches the user's training.
 
-    The hooks call into the collector from inside the user's forward and backward; an I/O error raised
-    there would end the run. Here it is caught instead, handed to ``on_error`` once, and every later
-    call is a no-op: dumping stops, training goes on.
+    The hooks call into the collector from inside the user's forward and backward; an error raised there
+    would end the run. Here it is caught instead:
+
+    - a write error (a full disk) is handed to ``on_error`` once, and every later call is a no-op:
+      dumping stops, training goes on;
+    - any other error while recording one call (a tensor msprobe cannot read, a framework state it did
+      not expect) is logged once, with its traceback; that call is left out and the rest of the step is
+      recorded. An error at a step's begin or end (``run``) stops dumping as a write error does, since
+      the step's files cannot be completed.
     """
 
     def __init__(self, collector: StepCollector, on_error: Callable[[BaseException], None]) -> None:
         self.collector = collector
         self.failed = False
+        self.skipped = 0  # calls left out after an internal error
         self._on_error = on_error
 
     def forward_start(self, call: Call) -> bool:
-        if self.failed:
-            return False
-        try:
-            return self.collector.forward_start(call)
-        except WRITE_ERRORS as error:
-            self.fail(error)
-            return False
+        return bool(self._guard(self.collector.forward_start, call.name, False, call))
 
     def forward_end(self, call: Call, output: Any) -> Any:
-        if self.failed:
-            return None
-        try:
-            return self.collector.forward_end(call, output)
-        except WRITE_ERRORS as error:
-            self.fail(error)
-            return None
+        return self._guard(self.collector.forward_end, call.name, None, call, output)
 
     def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
+        self._guard(self.collector.backward, call.name, None, call, grad_input, grad_output)
+
+    def _guard(self, method: Callable[..., Any], name: str, default: Any, *args: Any) -> Any:
         if self.failed:
-            return
+            return default
         try:
-            self.collector.backward(call, grad_input, grad_output)
+            return method(*args)
         except WRITE_ERRORS as error:
             self.fail(error)
+        except Exception as error:  # whatever it is, the user's step goes on
+            self.skipped += 1
+            if self.skipped == 1:
+                logger.error(f"msprobe could not record {name} and leaves it out; training goes on, and later "
+                             f"calls are recorded (this is logged once): {type(error).__name__}: {error}",
+                             exc_info=error)
+        return default
 
     def run(self, action: Callable[[], None]) -> None:
-        """Run ``action`` (the begin or end of a step) under the same rule."""
+        """Run ``action`` (the begin or end of a step): any error stops dumping, never the training."""
         if self.failed:
             return
         try:
             action()
-        except WRITE_ERRORS as error:
+        except Exception as error:
             self.fail(error)
 
     def fail(self, error: BaseException) -> None:
@@ -242,7 +247,12 @@ class Session:
     def _write_failed(self, error: BaseException) -> None:
         """Log the error once and drop the half-written step (called from inside a hook: no hook
         is removed here; :meth:`stop` finishes the session)."""
-        logger.error(write_error_message(error, self.config.dump_path, self.current_step))
+        if isinstance(error, WRITE_ERRORS):
+            logger.error(write_error_message(error, self.config.dump_path, self.current_step))
+        else:
+            logger.error(f"msprobe failed at the boundary of step {self.current_step} ({type(error).__name__}: "
+                         f"{error}). Dumping stops for the rest of this run and training goes on; steps "
+                         f"finished before step {self.current_step} are complete.", exc_info=error)
         abort = getattr(self.collector, "abort", None)
         if abort is not None:
             try:

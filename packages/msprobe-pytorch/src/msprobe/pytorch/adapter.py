@@ -45,7 +45,7 @@ from msprobe.core.host_stats import (
 )
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.tensor_writer import FrozenTensor
-from msprobe.pytorch.dtensor import local_shard
+from msprobe.pytorch.dtensor import PLAIN, local_shard
 
 _RECENT_LIMIT = 4096  # tensors whose statistics are remembered for reuse
 
@@ -209,7 +209,7 @@ class TorchTensorAdapter(StatsAdapterBase):
             return _remembered(self._checksums, tensor, _crc32, remember)
 
     def _compute_stats(self, tensor: torch.Tensor) -> StatsHandle | DeviceCopy | HostCopy | TensorStats:
-        tensor = local_shard(tensor)[0]  # a DTensor's own reductions would be collectives
+        tensor = _readable(tensor)
         # is_cpu, not device.type: this runs for every tensor, and building a device object costs 0.3 µs
         return _host_stats(tensor) if tensor.is_cpu else _device_stats(tensor.detach())
 
@@ -247,7 +247,7 @@ class TorchTensorAdapter(StatsAdapterBase):
             known = _known(self._saved, tensor)
             if known is not None:
                 return known
-        copy = local_shard(tensor)[0].detach().to("cpu", memory_format=torch.contiguous_format, copy=True)
+        copy = _readable(tensor).detach().to("cpu", memory_format=torch.contiguous_format, copy=True)
         frozen = FrozenTensor(copy, copy.numel() * copy.element_size())
         if remember:
             _remember(self._saved, tensor, frozen)
@@ -308,8 +308,26 @@ def _remembered(cache: _Memo, tensor: torch.Tensor, compute: Any, remember: bool
 def _crc32(tensor: torch.Tensor) -> str:
     """CRC-32 of the tensor's elements in row-major order (no copy for a contiguous CPU tensor); of a
     DTensor's local shard."""
-    t = local_shard(tensor)[0].detach().cpu().contiguous()
+    t = _readable(tensor).detach().cpu().contiguous()
     return crc32_hex(_memory(t) if t.nbytes else b"")
+
+
+def _readable(tensor: torch.Tensor) -> torch.Tensor:
+    """A plain tensor holding ``tensor``'s values, to read: the tensor itself, a DTensor's local shard,
+    or for any other subclass a copy made through its own dispatch.
+
+    Why a copy: a wrapper subclass's memory is not its values (its data pointer is 0, or an in-flight
+    buffer: the ``AsyncCollectiveTensor`` that tensor parallelism hands out holds the all-reduce's
+    result only once waited on, and every operator on it waits)."""
+    if type(tensor) in PLAIN:
+        return tensor
+    local = local_shard(tensor)[0]  # a DTensor's own reductions would be collectives
+    if type(local) in PLAIN:
+        return local
+    with torch.no_grad():
+        plain = torch.empty(local.shape, dtype=local.dtype, device=local.device)
+        plain.copy_(local.detach())  # the subclass copies its values into ours (its return value may wrap)
+    return plain
 
 
 def _memory(t: torch.Tensor) -> ctypes.Array:
@@ -350,8 +368,9 @@ _DEVICE_BATCHED = frozenset((
 
 
 def _device_stats(t: torch.Tensor) -> StatsHandle | DeviceCopy | TensorStats:
-    """Statistics of a detached tensor launched on its device (any device: it runs on the CPU too)."""
-    if t.numel() == 0:
+    """Statistics of a detached tensor launched on its device (any device: it runs on the CPU too); none
+    for a tensor without data (empty, or on the meta device, as under deferred initialisation)."""
+    if t.numel() == 0 or t.is_meta:
         return TensorStats(None, None, None, None)
     with torch.no_grad():
         if t.dtype in _DEVICE_BATCHED and t.numel() <= _DEVICE_BATCHED_MAX_ELEMENTS:

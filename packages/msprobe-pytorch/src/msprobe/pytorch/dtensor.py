@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-_PLAIN = frozenset((torch.Tensor, torch.nn.Parameter))
+PLAIN = frozenset((torch.Tensor, torch.nn.Parameter))  # tensors whose memory is their own values
 _layouts: dict[tuple, dict] = {}  # (mesh, placements, global shape) → its dump.json member
 
 
@@ -27,7 +27,7 @@ def _dtensor_type() -> type | None:
 def local_shard(tensor: torch.Tensor) -> tuple[torch.Tensor, dict | None]:
     """(the tensor to read, its layout): a DTensor's local shard and layout; any other tensor as it is,
     with None. One type test for a plain tensor: this runs for every tensor of every entry."""
-    if type(tensor) in _PLAIN:
+    if type(tensor) in PLAIN:
         return tensor, None
     dtensor = _dtensor_type()
     if dtensor is None or not isinstance(tensor, dtensor):
