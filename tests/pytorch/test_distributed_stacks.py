@@ -1,7 +1,7 @@
-"""The distributed stacks users train with, on two ranks (torchrun, gloo, CPU): FSDP2 trains bit for bit
-as without msprobe and its DTensor parameters are recorded as local shards with their layout;
-collectives are recorded with the values they produced (in place, by keyword, asynchronous, point to
-point); DDP's gradient buckets are recorded by the opt-in comm hook. One torchrun per scenario
+"""The distributed stacks users train with, on two ranks (torchrun, gloo, CPU): FSDP2 and tensor
+parallelism train bit for bit as without msprobe, their DTensor parameters recorded as local shards with
+their layout; collectives are recorded with the values they produced (in place, by keyword,
+asynchronous, point to point); DDP's gradient buckets are recorded by the opt-in comm hook. One torchrun per scenario
 (``scripts/stacks.py``), shared by the tests of that scenario."""
 
 from __future__ import annotations
@@ -43,6 +43,12 @@ def collectives(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def tp(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tp")
+    return out, _run("tp", out)
+
+
+@pytest.fixture(scope="module")
 def ddp(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
     return out, _run("ddp", out)
@@ -78,6 +84,18 @@ def test_fsdp2_trains_bit_identical_under_the_debugger(fsdp2, run):
     for rank in RANKS:
         assert observed[rank][run] == observed[rank]["bare"]  # losses and every local shard, exactly
         assert _data(out / run, rank)  # and it wrote its dump
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", ["statistics_L0", "statistics_L1", "statistics_mix"])
+def test_tensor_parallel_trains_bit_identical_under_the_debugger(tp, run):
+    out, observed = tp
+    for rank in RANKS:
+        assert observed[rank][run] == observed[rank]["bare"]
+        data = _data(out / run, rank)
+        if run != "statistics_L0":  # the sharded weights reach the APIs as DTensors
+            layouts = {tuple(r["dtensor"]["placements"]) for e in data.values() for r in _tensors(e) if "dtensor" in r}
+            assert {("Shard(0)",), ("Shard(1)",)} <= layouts  # colwise and rowwise weights
 
 
 @pytest.mark.slow

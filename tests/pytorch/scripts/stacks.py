@@ -5,6 +5,8 @@ Arguments: SCENARIO OUT, SCENARIO one of
 - ``fsdp2``: a tiny LLaMA sharded with ``fully_shard`` trained two AdamW steps bare and under the
   debugger (statistics L0, L1, mix; tensor L1; md5 L1): losses and local parameter shards per run;
 - ``collectives``: each collective the test checks, its values after the call next to the dump;
+- ``tp``: the block of ``tp_dump.py`` under tensor parallelism, two AdamW steps bare and under the
+  debugger (statistics L0, L1, mix): losses and local parameter shards per run;
 - ``ddp``: DDP with ``record_ddp_buckets`` (L1) and without: the local gradients (no DDP), the
   reduced ones, losses and parameters of both runs.
 """
@@ -151,7 +153,38 @@ def ddp() -> None:
     train("buckets", True)
 
 
-{"fsdp2": fsdp2, "collectives": collectives, "ddp": ddp}[scenario]()
+def tp() -> None:
+    from tp_dump import Block, parallelize
+
+    def train(name: str, **debug) -> None:
+        torch.manual_seed(0)
+        model = Block()
+        parallelize(model)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        debugger = PrecisionDebugger(dump_path=os.path.join(out, name), **debug) if debug else None
+        torch.manual_seed(1)
+        losses = []
+        for _ in range(2):
+            x = torch.randn(2, 6, 16)
+            if debugger:
+                debugger.start(model)
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            if debugger:
+                debugger.stop()
+                debugger.step()
+            losses.append(loss.item())
+        shards = (p.to_local() if hasattr(p, "to_local") else p for p in model.parameters())
+        observed[name] = {"losses": losses, "params": digest(shards)}
+
+    train("bare")
+    for level in ("L0", "L1", "mix"):
+        train(f"statistics_{level}", task="statistics", level=level)
+
+
+{"fsdp2": fsdp2, "collectives": collectives, "ddp": ddp, "tp": tp}[scenario]()
 with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
     json.dump(observed, f)
 dist.destroy_process_group()

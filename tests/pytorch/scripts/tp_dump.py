@@ -49,16 +49,23 @@ class Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-def shard(model: Block) -> None:
+def parallelize(model: Block) -> None:
+    """Megatron's plan on a 1-D mesh of every rank (the process group is up)."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-    dist.init_process_group("gloo")
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     parallelize_module(model, mesh, {"attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(),
                                      "attn.v": ColwiseParallel(), "attn.o": RowwiseParallel(),
                                      "mlp.fc1": ColwiseParallel(), "mlp.fc2": RowwiseParallel()})
+
+
+def shard(model: Block) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    parallelize(model)
 
 
 def plant(model: Block, fault: float) -> None:
