@@ -125,22 +125,26 @@ def test_the_budget_comes_from_the_environment_and_a_bad_value_names_the_variabl
 
 
 EXIT_WITHOUT_STOP = """
-import sys, time
+import sys, threading, time
 sys.path.insert(0, sys.argv[2])
 import numpy as np
 from pathlib import Path
 from numpy_adapter import NumpyTensorAdapter
 from msprobe.core.tensor_writer import TensorWriter
 
+writing = threading.Event()
+
 class Slow(NumpyTensorAdapter):
     def write_frozen(self, payload, handle):
+        writing.set()
         time.sleep(0.3)
         super().write_frozen(payload, handle)
 
 writer = TensorWriter(Slow())
 for i in range(5):
     writer.save(np.full(4, float(i)), Path(sys.argv[1]) / f"{i}.npy")
-"""  # the program ends without drain(), as one that never calls stop()
+assert writing.wait(30)  # the writer thread is inside the first file
+"""  # then the program ends without drain(), as one that never calls stop()
 
 
 def test_a_program_that_ends_without_stop_leaves_no_temporary_file(tmp_path):
