@@ -34,11 +34,12 @@ CONFIG = {"task": "statistics", "level": "mix", "step": SELECTED}
 _COUNTED = re.compile(r"(Module\..+)\.(forward|backward)\.(\d+)$")
 
 
-def check_dump(dump_path: Path, micro_batches: dict[int, list[np.ndarray]], first_module: str) -> None:
+def check_dump(dump_path: Path, micro_batches: dict[int, list[np.ndarray]], first_module: str,
+               rank_dir: str = "rank") -> None:
     """One step directory per selected optimizer step, each with every micro-batch of that step."""
     assert sorted(os.listdir(dump_path)) == [f"step{n}" for n in SELECTED]
     for step in SELECTED:
-        data = json.loads((dump_path / f"step{step}" / "rank" / "dump.json").read_text())["data"]
+        data = json.loads((dump_path / f"step{step}" / rank_dir / "dump.json").read_text())["data"]
         counters: dict[tuple[str, str], set[int]] = {}
         for name in data:
             match = _COUNTED.match(name)
@@ -260,6 +261,27 @@ def test_accelerate_loop_pattern(tmp_path):
     assert len(losses) == 6 and losses == plain_losses
     assert_same_parameters(model, plain_model)
     check_dump(tmp_path / "dump", micro_batches, "Module.0.Linear")
+
+
+# ------------------------------------------------------------------------------------------- DeepSpeed
+def test_deepspeed_zero_stages_1_2_3_loop_pattern(tmp_path):
+    """Two ranks on gloo, ZeRO 1, 2 and 3 in one launch (scripts/integ_deepspeed.py); ZeRO-3 gathers and
+    frees each parameter around every use, so the hooks see parameters replaced between calls."""
+    pytest.importorskip("deepspeed")
+    script = Path(__file__).parent / "scripts" / "integ_deepspeed.py"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+               str(tmp_path)]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=180, env=environment)
+    assert result.returncode == 0, result.stderr[-4000:]
+    for stage in (1, 2, 3):
+        for rank in (0, 1):
+            runs = json.loads((tmp_path / f"stage{stage}.rank{rank}.json").read_text())
+            assert runs["debugged"]["losses"] == runs["plain"]["losses"], (stage, rank)
+            assert runs["debugged"]["parameters"] == runs["plain"]["parameters"], (stage, rank)
+            inputs = [np.array(batch, dtype=np.float32) for batch in runs["debugged"]["inputs"]]
+            by_step = {n: inputs[n * ACCUMULATE:(n + 1) * ACCUMULATE] for n in SELECTED}
+            check_dump(tmp_path / f"dump{stage}", by_step, "Module.0.Linear", rank_dir=f"rank{rank}")
 
 
 def test_importing_msprobe_pytorch_and_its_integrations_package_imports_no_trainer_library():
