@@ -284,6 +284,17 @@ def test_deepspeed_zero_stages_1_2_3_loop_pattern(tmp_path):
             check_dump(tmp_path / f"dump{stage}", by_step, "Module.0.Linear", rank_dir=f"rank{rank}")
 
 
+def test_docs_trainer_and_lightning_examples_run_as_written(tmp_path):
+    page = (Path(__file__).parents[2] / "docs" / "pytorch" / "trainers.md").read_text()
+    hf_example, lightning_example = re.findall(r"```python\n(.*?)```", page, flags=re.S)[:2]
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-c", hf_example + lightning_example], cwd=tmp_path, env=environment,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    dumps = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("dump.json"))
+    assert dumps == [f"dump_{name}/step{n}/rank/dump.json" for name in ("hf", "lightning") for n in SELECTED]
+
+
 def test_importing_msprobe_pytorch_and_its_integrations_package_imports_no_trainer_library():
     code = (
         "import sys, msprobe.pytorch, msprobe.pytorch.integrations\n"
