@@ -268,7 +268,7 @@ def test_step_and_rank_directories(tmp_path):
     assert names == [f"build_step{s}_rank{r}.vis" for s in (0, 1) for r in (0, 1)]
     assert _cli(tmp_path, {"npu_path": str(tmp_path / "a" / "step1"), "bench_path": str(tmp_path / "b" / "step1")}) == 0
     assert len(list((tmp_path / "cli_out").glob("compare_rank*.vis"))) == 2
-    shutil.rmtree(tmp_path / "b" / "step1" / "rank1")
+    (tmp_path / "b" / "step1" / "rank1").rename(tmp_path / "b" / "step1" / "rank2")  # (one rank: merged)
     assert _cli(tmp_path, {"npu_path": str(tmp_path / "a" / "step1"), "bench_path": str(tmp_path / "b" / "step1")}) == 2
 
 

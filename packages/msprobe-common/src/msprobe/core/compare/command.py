@@ -36,10 +36,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                               ("-lm", "--layer_mapping", "per layer class, MindSpore → PyTorch attribute names")):
         parser.add_argument(short, long, nargs="?", const=True, metavar="YAML",
                             help=f"MindSpore against PyTorch: {what} (optional; the built-in maps apply without it)")
-    for flag, what in (("--tp", "tensor"), ("--pp", "pipeline")):
-        parser.add_argument(flag, type=_positive(flag), metavar="N",
-                            help=f"the {what}-parallel size of the multi-rank side, merged before comparing "
-                                 f"(default: read from the dump; docs/pytorch/distributed_compare.md)")
+    add_layout_flags(parser)
     parser.add_argument("-j", "--workers", type=_workers, metavar="N",
                         help="worker processes for tensor metrics, 1 to the number of CPUs (default: CPUs, at most 8)")
 
@@ -54,6 +51,14 @@ def _workers(text: str) -> int:
         return check_workers(value)  # type: ignore[return-value]
     except CompareError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_layout_flags(parser: argparse.ArgumentParser) -> None:
+    """``--tp N`` / ``--pp N``, shared by compare and graph (docs/pytorch/distributed_compare.md)."""
+    for flag, what in (("--tp", "tensor"), ("--pp", "pipeline")):
+        parser.add_argument(flag, type=_positive(flag), metavar="N",
+                            help=f"the {what}-parallel size of the multi-rank side, merged before comparing "
+                                 f"(default: read from the dump; docs/pytorch/distributed_compare.md)")
 
 
 def _positive(flag: str) -> Callable[[str], int]:

@@ -127,10 +127,9 @@ def needs_merge(npu: Path, bench: Path, layout: Layout) -> bool:
     return counts[0] == 1 and (counts[1] > 1 or layout.stated)
 
 
-def compare_merged(npu: Path, bench: Path, output_dir: str | os.PathLike, loader: TensorLoader,
-                   options: CompareOptions, layout: Layout) -> CompareResult:
-    """A multi-rank step against a one-rank dump: the ranks are merged into one dump (compare.shards) and
-    compared as one; the rows say which ranks each merged value came from."""
+def read_merged_sides(npu: Path, bench: Path, layout: Layout) -> tuple[DumpFile, DumpFile]:
+    """The two sides of a merged comparison, NPU first: the multi-rank side merged into one dump
+    (compare.shards), the one-rank side as it is; each with its stack.json (the graph shows both sides' stacks)."""
     sides = {"npu_path": side_ranks(npu, "npu_path"), "bench_path": side_ranks(bench, "bench_path")}
     several = [what for what, ranks in sides.items() if len(ranks) > 1]
     if len(several) != 1 and not layout.stated:
@@ -140,8 +139,15 @@ def compare_merged(npu: Path, bench: Path, output_dir: str | os.PathLike, loader
     single_side = "bench_path" if merged_side == "npu_path" else "npu_path"
     (single_dir,) = sides[single_side].values()
     single = read_dump(single_dir / "dump.json", single_side)
-    if single_side == "npu_path" and (single_dir / "stack.json").is_file():
+    if (single_dir / "stack.json").is_file():
         single.stacks = read_stack(single_dir / "stack.json")
     merged: DumpFile = read_merged(sides[merged_side], single, layout, merged_side)
-    npu_dump, bench_dump = (merged, single) if merged_side == "npu_path" else (single, merged)
+    return (merged, single) if merged_side == "npu_path" else (single, merged)
+
+
+def compare_merged(npu: Path, bench: Path, output_dir: str | os.PathLike, loader: TensorLoader,
+                   options: CompareOptions, layout: Layout) -> CompareResult:
+    """A multi-rank step against a one-rank dump: the ranks are merged into one dump (compare.shards) and
+    compared as one; the rows say which ranks each merged value came from."""
+    npu_dump, bench_dump = read_merged_sides(npu, bench, layout)
     return compare_read(npu_dump, bench_dump, output_dir, loader, options)

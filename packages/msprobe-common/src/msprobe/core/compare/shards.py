@@ -53,10 +53,10 @@ class Layout:
     pp: int | None = None
 
     @classmethod
-    def checked(cls, tp: Any = None, pp: Any = None) -> Layout:
+    def checked(cls, tp: Any = None, pp: Any = None, what: str = "compare input") -> Layout:
         for name, value in (("tp", tp), ("pp", pp)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise CompareError(f"compare input: {name!r} is {value!r}; allowed: a positive integer (the "
+                raise CompareError(f"{what}: {name!r} is {value!r}; allowed: a positive integer (the "
                                    f"{'tensor' if name == 'tp' else 'pipeline'}-parallel size of the multi-rank run)")
         return cls(tp, pp)
 

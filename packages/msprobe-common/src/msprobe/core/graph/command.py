@@ -1,5 +1,5 @@
-"""``msprobe -f <framework> graph -i input.json -o OUT [-lm yaml] [-oc]``: the same command for every
-framework, given its tensor loader (needed to compare task ``tensor`` dumps).
+"""``msprobe -f <framework> graph -i input.json -o OUT [-lm yaml] [-oc] [--tp N] [--pp N]``: the same command
+for every framework, given its tensor loader (needed to compare task ``tensor`` dumps).
 
 Exit codes: 0 the graphs were written; 2 bad input, nothing written.
 """
@@ -10,10 +10,12 @@ import argparse
 from collections.abc import Callable
 
 from msprobe.core.cli import Command
+from msprobe.core.compare.command import add_layout_flags
 from msprobe.core.compare.engine import CompareOptions, TensorLoader
 from msprobe.core.compare.escape import printable
 from msprobe.core.compare.mapfiles import read_user_maps
 from msprobe.core.compare.reader import CompareError, read_mapping
+from msprobe.core.compare.shards import Layout
 from msprobe.core.log import logger
 
 
@@ -28,6 +30,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                              "class, TopLayer for the model)")
     parser.add_argument("-oc", "--overflow_check", action="store_true",
                         help="mark nodes whose arguments hold inf/NaN (critical, high, medium)")
+    add_layout_flags(parser)
 
 
 def graph_command(loader_factory: Callable[[], TensorLoader]) -> Command:
@@ -40,7 +43,8 @@ def graph_command(loader_factory: Callable[[], TensorLoader]) -> Command:
             mapping = read_mapping(args.data_mapping) if args.data_mapping else {}
             maps = read_user_maps(None, None, args.layer_mapping) if args.layer_mapping else None
             options = CompareOptions(mapping=mapping, progress=False, maps=maps)
-            run_graph(args.input_path, args.output_path, loader_factory(), options, args.overflow_check)
+            run_graph(args.input_path, args.output_path, loader_factory(), options, args.overflow_check,
+                      Layout(args.tp, args.pp))
         except CompareError as exc:
             logger.error("graph: %s", printable(exc))
             return 2

@@ -41,6 +41,7 @@ def _node_payload(node: Node, mode: str) -> dict:
         "index": node.index,
         "color": None if mode == "build" or node.upnode is None else color_of(mode, node.index),
         "overflow": node.data.get("overflow_level"),
+        "ranks": node.data.get("merged_ranks"),
         "inputs": list(inputs.items()),
         "outputs": list(outputs.items()),
         "stack": node.stack,

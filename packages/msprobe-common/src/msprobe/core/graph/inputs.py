@@ -1,13 +1,16 @@
 """What ``graph -i input.json`` names, and the directory rules of msprobe 1.1.1.
 
 input.json is ``{"npu_path": DIR}`` (build) or ``{"npu_path": DIR, "bench_path": DIR}`` (compare),
-optionally with ``is_print_compare_log`` (accepted, unused). Each directory is one of:
+optionally with ``is_print_compare_log`` (accepted, unused) and the stated layout ``tp``, ``pp``. Each
+directory is one of:
 
 - a rank directory: it holds files (dump.json, stack.json, construct.json) or ``dump_tensor_data``;
 - a directory of rank directories, all named ``rank{N}`` (our single-device ``rank`` too);
 - a directory of step directories, all named ``step{N}``, each holding rank directories.
 
-Compare pairs ranks and steps by name; both sides must have the same names.
+Compare pairs ranks and steps by name; both sides must have the same names. A step of several ranks
+against a step of one rank (or any step with a stated layout) is one merged job instead: its ranks are
+merged into one rank-like dump as compare merges them (docs/pytorch/distributed_compare.md).
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from msprobe.core.compare.distributed import needs_merge
 from msprobe.core.compare.reader import INPUT_MAX_BYTES, CompareError, load_json_file
+from msprobe.core.compare.shards import NO_LAYOUT, Layout
 from msprobe.core.writers import TENSOR_DIR
 
-ALLOWED_KEYS = ("npu_path", "bench_path", "is_print_compare_log")
+ALLOWED_KEYS = ("npu_path", "bench_path", "is_print_compare_log", "tp", "pp")
 RANKS, STEPS, FILES = "ranks", "steps", "files"
 _RANK = re.compile(r"^rank\d*$")
 _STEP = re.compile(r"^step\d+$")
@@ -31,14 +36,16 @@ class GraphInputError(CompareError):
 
 @dataclass(frozen=True)
 class Job:
-    """One graph to write: the rank directories of each side and the output file's stem."""
+    """One graph to write: the rank directories of each side and the output file's stem; ``merged``: a side
+    is a directory of rank directories, merged into one dump (the other side is one rank directory)."""
 
     npu: Path
     bench: Path | None
     stem: str
+    merged: bool = False
 
 
-def read_input(path: str | Path) -> tuple[Path, Path | None]:
+def read_input(path: str | Path) -> tuple[Path, Path | None, Layout]:
     obj = load_json_file(Path(path), "graph input file", INPUT_MAX_BYTES)
     if not isinstance(obj, dict):
         raise GraphInputError(f"graph input file {str(path)!r} must be a JSON object with 'npu_path' "
@@ -49,7 +56,7 @@ def read_input(path: str | Path) -> tuple[Path, Path | None]:
                               f"{', '.join(ALLOWED_KEYS)}")
     npu = _directory(obj, "npu_path", path, required=True)
     bench = _directory(obj, "bench_path", path, required=False)
-    return npu, bench  # type: ignore[return-value]
+    return npu, bench, Layout.checked(obj.get("tp"), obj.get("pp"), f"graph input file {str(path)!r}")  # type: ignore[return-value]
 
 
 def _directory(obj: dict, key: str, source: str | Path, required: bool) -> Path | None:
@@ -92,21 +99,49 @@ def _subdirs(path: Path, pattern: re.Pattern) -> list[str]:
                   key=lambda name: (len(name), name))
 
 
-def jobs(npu: Path, bench: Path | None, timestamp: str) -> list[Job]:
-    """The graphs to write, named as 1.1.1 names them (``build_{step}_{rank}_{time}``)."""
+def jobs(npu: Path, bench: Path | None, timestamp: str, stated: Layout = NO_LAYOUT) -> list[Job]:
+    """The graphs to write, named as 1.1.1 names them (``build_{step}_{rank}_{time}``); a merged job
+    is named ``{kind}_{step}_merged_{time}``."""
     kind = "compare" if bench is not None else "build"
+    shape = layout(npu)
+    if bench is not None and STEPS in (shape, layout(bench)) and layout(bench) != shape:
+        raise GraphInputError(f"npu_path {str(npu)!r} is laid out as {shape} but bench_path {str(bench)!r} as "
+                              f"{layout(bench)}: give the same kind of directory on both sides")
+    if shape != STEPS:
+        return _step_jobs(npu, bench, stated, lambda rank: f"{kind}_{rank}{timestamp}")
+    found: list[Job] = []
+    for step_name, npu_step, bench_step in _named_pairs(npu, bench, _STEP):
+        found += _step_jobs(npu_step, bench_step, stated, lambda rank, s=step_name: f"{kind}_{s}_{rank}{timestamp}")
+    return found
+
+
+def _step_jobs(npu: Path, bench: Path | None, stated: Layout, stem) -> list[Job]:
+    """The jobs of one step on each side (a rank directory or a directory of rank directories): one merged
+    job where compare would merge (``compare.distributed.needs_merge``; a build merges when a layout is
+    stated), else one job per rank pair. ``stem(rank)`` names a job; ``rank`` ends with ``_`` or is empty."""
+    if _merges(npu, bench, stated):
+        return [Job(npu, bench, stem("merged_"), merged=True)]
+    if stated.stated:
+        raise GraphInputError("tp / pp describe a multi-rank run compared with a one-rank run: give a directory of "
+                              "several rank directories on one side and one rank on the other")
     shape = layout(npu)
     if bench is not None and layout(bench) != shape:
         raise GraphInputError(f"npu_path {str(npu)!r} is laid out as {shape} but bench_path {str(bench)!r} as "
                               f"{layout(bench)}: give the same kind of directory on both sides")
     if shape == FILES:
-        return [Job(npu, bench, f"{kind}_{timestamp}")]
-    if shape == RANKS:
-        return _pairs(npu, bench, _RANK, lambda rank: f"{kind}_{rank}_{timestamp}")
-    found: list[Job] = []
-    for step_name, npu_step, bench_step in _named_pairs(npu, bench, _STEP):
-        found += _pairs(npu_step, bench_step, _RANK, lambda rank, s=step_name: f"{kind}_{s}_{rank}_{timestamp}")
-    return found
+        return [Job(npu, bench, stem(""))]
+    return _pairs(npu, bench, _RANK, lambda rank: stem(f"{rank}_"))
+
+
+def _merges(npu: Path, bench: Path | None, stated: Layout) -> bool:
+    if bench is None:
+        return stated.stated
+    return needs_merge(compare_path(npu), compare_path(bench), stated)
+
+
+def compare_path(path: Path) -> Path:
+    """A graph side as compare names it: a directory of rank directories, or a rank directory's dump.json."""
+    return path if layout(path) == RANKS else path / "dump.json"
 
 
 def _named_pairs(npu: Path, bench: Path | None, pattern: re.Pattern) -> list[tuple[str, Path, Path | None]]:

@@ -1,5 +1,6 @@
 """One ``graph`` run: for each rank directory, read the dump, build the graph (and compare it), mark
-overflows, and write the ``.vis`` document and its HTML view side by side."""
+overflows, and write the ``.vis`` document and its HTML view side by side. A merged job reads the ranks
+of a step as one dump first (compare.shards, as compare does; docs/pytorch/distributed_compare.md)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from msprobe.core.compare.distributed import read_merged_sides, side_ranks
 from msprobe.core.compare.engine import CompareOptions, TensorLoader
-from msprobe.core.compare.reader import read_construct, read_dump, read_stack
+from msprobe.core.compare.reader import DumpFile, read_construct, read_dump, read_stack
+from msprobe.core.compare.shards import NO_LAYOUT, Layout, read_merged
 from msprobe.core.fileio import atomic_write_text, make_dir
 from msprobe.core.graph import html
 from msprobe.core.graph.compare import compare_graphs
-from msprobe.core.graph.inputs import Job, jobs, read_input
+from msprobe.core.graph.inputs import Job, compare_path, jobs, read_input
 from msprobe.core.graph.overflow import mark_overflow
 from msprobe.core.graph.tree import MODULE, Graph, assign_micro_steps, build_graph
-from msprobe.core.graph.vis import build_document, compare_document, first_suspect, suggest
+from msprobe.core.graph.vis import build_document, compare_document, first_suspect, mark_merged, suggest
 from msprobe.core.log import logger
 from msprobe.core.writers import write_json_atomic
 
@@ -26,12 +29,29 @@ class Written:
     html: Path
 
 
-def _load_side(rank_dir: Path, what: str):
+def _read(rank_dir: Path, what: str) -> DumpFile:
     dump = read_dump(rank_dir / "dump.json", f"{what} dump.json")
     stack_file = rank_dir / "stack.json"
-    stacks = read_stack(stack_file) if stack_file.is_file() else {}
-    construct = read_construct(dump)
-    graph = build_graph(dump.entries, construct, stacks, _data_dir(dump.entries, rank_dir))
+    dump.stacks = read_stack(stack_file) if stack_file.is_file() else {}
+    return dump
+
+
+def _sides(job: Job, layout: Layout) -> tuple[DumpFile, DumpFile | None]:
+    """The job's dumps, NPU first; a merged job's ranks merged into one (a merged build has no other run:
+    its values merge by their recorded placements only)."""
+    if not job.merged:
+        return _read(job.npu, "npu_path"), _read(job.bench, "bench_path") if job.bench is not None else None
+    if job.bench is not None:
+        return read_merged_sides(compare_path(job.npu), compare_path(job.bench), layout)
+    nothing = DumpFile(job.npu, "", "", {}, job.npu)
+    return read_merged(side_ranks(compare_path(job.npu), "npu_path"), nothing, layout, "npu_path"), None
+
+
+def _graph(dump: DumpFile, what: str) -> Graph:
+    """The graph of one dump (a merged one has the construct.json and tensor directory of its lowest rank)."""
+    rank_dir = dump.path.parent
+    graph = build_graph(dump.entries, read_construct(dump), dump.stacks, _data_dir(dump.entries, rank_dir))
+    mark_merged(graph)
     if graph.inferred:
         logger.warning("%s %s has no module entries (level L1): APIs are grouped by the forward/construct frames "
                        "of their stacks, which is approximate; dump at level mix for the real module tree",
@@ -39,7 +59,7 @@ def _load_side(rank_dir: Path, what: str):
     elif not any(n.kind == MODULE for n in graph.root.subnodes) and dump.entries:
         logger.warning("%s %s has no module entries and no stacks: the APIs are shown in call order under the "
                        "root", what, rank_dir)
-    return dump, stacks, graph
+    return graph
 
 
 def _data_dir(entries: dict, rank_dir: Path) -> str | None:
@@ -47,17 +67,19 @@ def _data_dir(entries: dict, rank_dir: Path) -> str | None:
     return str(tensor_dir.resolve()) if tensor_dir.is_dir() and entries else None
 
 
-def graph_one(job: Job, output: Path, loader: TensorLoader, options: CompareOptions, overflow: bool) -> Written:
-    npu_dump, stacks, npu_graph = _load_side(job.npu, "npu_path")
+def graph_one(job: Job, output: Path, loader: TensorLoader, options: CompareOptions, overflow: bool,
+              layout: Layout = NO_LAYOUT) -> Written:
+    npu_dump, bench_dump = _sides(job, layout)
+    npu_graph = _graph(npu_dump, "npu_path")
     title = str(job.npu)
-    if job.bench is None:
+    if bench_dump is None:
         steps = assign_micro_steps(npu_graph)
         critical = mark_overflow(npu_graph) if overflow else []
         document = build_document(npu_graph, steps)
         view = html.View("build", npu_graph, None, None, critical[0] if critical else None, title)
     else:
-        bench_dump, _, bench_graph = _load_side(job.bench, "bench_path")
-        comparison = compare_graphs(npu_graph, bench_graph, npu_dump, bench_dump, loader, options, stacks)
+        bench_graph = _graph(bench_dump, "bench_path")
+        comparison = compare_graphs(npu_graph, bench_graph, npu_dump, bench_dump, loader, options, npu_dump.stacks)
         suggest(npu_graph, comparison.mode)
         steps = assign_micro_steps(npu_graph)
         _bench_micro_steps(bench_graph)
@@ -85,13 +107,16 @@ def _bench_micro_steps(bench: Graph) -> None:
 
 
 def run_graph(input_path: str | Path, output: str | Path, loader: TensorLoader, options: CompareOptions,
-              overflow: bool = False) -> list[Written]:
-    npu, bench = read_input(input_path)
-    todo = jobs(npu, bench, time.strftime("%Y%m%d%H%M%S"))
+              overflow: bool = False, layout: Layout = NO_LAYOUT) -> list[Written]:
+    """Write every graph input.json names; ``layout`` (``--tp``/``--pp``) wins over input.json's ``tp``/``pp``."""
+    npu, bench, given = read_input(input_path)
+    layout = Layout(layout.tp or given.tp, layout.pp or given.pp)
+    todo = jobs(npu, bench, time.strftime("%Y%m%d%H%M%S"), layout)
     out = make_dir(output)
     written = []
     for job in todo:
-        logger.info("graph: %s %s", "comparing" if job.bench else "building", job.npu)
-        written.append(graph_one(job, out, loader, options, overflow))
+        logger.info("graph: %s %s%s", "comparing" if job.bench else "building", job.npu,
+                    " (its ranks merged)" if job.merged else "")
+        written.append(graph_one(job, out, loader, options, overflow, layout))
         logger.info("graph written: %s (open %s in a browser)", written[-1].vis, written[-1].html.name)
     return written

@@ -5,7 +5,7 @@ compare document holds two, ``{"NPU": graph, "Bench": graph, "ToolTip", "Colors"
 "task"}``. Every node has ``id``, ``node_type`` (0 module, 1 API, 9 API collection), ``input_data`` and
 ``output_data`` (argument name → fields, values as strings as 1.1.1 writes them), ``upnode`` (``"None"``
 for the root), ``subnodes``, ``matched_node_link``, ``suggestions``, ``stack_info``, ``data``
-(``precision_index``, md5 ``Result``, ``overflow_level``) and, for the root's children,
+(``precision_index``, md5 ``Result``, ``overflow_level``, ``merged_ranks``) and, for the root's children,
 ``micro_step_id``. The colour bands per mode (``Colors``) are 1.1.1's, so the plugin colours our
 nodes the same way; the descriptions are ours.
 """
@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from msprobe.core.compare.rows import flatten_entry
+from msprobe.core.compare.shards import SHARDS, SOURCE, describe
 from msprobe.core.graph.compare import MD5, SUMMARY, TENSOR
 from msprobe.core.graph.tree import API, MODULE, Graph, Node
 
@@ -53,6 +54,7 @@ SUGGESTIONS = {
             "them to find the API where it starts.",
     API: "This API's precision looks wrong: check it against a CPU reference with msprobe run_ut.",
 }
+_HIDDEN = ("requires_grad", SOURCE, SHARDS)  # not shown in a node: 1.1.1 does not; merge bookkeeping
 SUGGEST_ABOVE = {SUMMARY: 0.4, TENSOR: 0.1}  # index above which a node gets a suggestion (md5: any difference)
 
 
@@ -89,13 +91,16 @@ def text(value: Any) -> str:
 
 def arg_fields(value: Any) -> dict:
     """The fields of one argument leaf: a tensor's type, dtype, shape, statistics, data_name and what else
-    dump.json records (md5, Max_except_inf_nan, ...; not requires_grad, as 1.1.1);
+    dump.json records (md5, Max_except_inf_nan, ...; not requires_grad, as 1.1.1); a value merged from ranks
+    says which in ``merged`` (compare's Err_message note), the members the merge adds are not shown;
     a scalar's type and value; ``{"value": "null"}`` for None."""
     if isinstance(value, dict) and "shape" in value and "dtype" in value:
         fields = {"type": value.get("type"), "dtype": value.get("dtype"), "shape": value.get("shape")}
         fields.update({k: value.get(k) for k in ("Max", "Min", "Mean", "Norm")})
         fields["data_name"] = value.get("data_name", "-1")
-        fields.update({k: v for k, v in value.items() if k not in fields and k != "requires_grad"})
+        fields.update({k: v for k, v in value.items() if k not in fields and k not in _HIDDEN})
+        if SHARDS in value:
+            fields["merged"] = describe(value)
         return {k: text(v) for k, v in fields.items()}
     if isinstance(value, dict) and "type" in value:
         fields = {k: text(v) for k, v in value.items()}
@@ -108,6 +113,17 @@ def arg_fields(value: Any) -> dict:
     if value is None:
         return {"value": "null"}
     return {"type": type(value).__name__, "value": text(value), "data_name": "-1"}
+
+
+def mark_merged(graph: Graph) -> None:
+    """``data.merged_ranks`` ("0,1"): the ranks a node's values were merged from (compare.shards); nothing on
+    the nodes of a dump that was not merged."""
+    for node in graph.root.walk():
+        rows = flatten_entry(node.id, node.entry) if node.entry is not None else []
+        ranks = {r for row in rows if isinstance(row.value, dict) and isinstance(row.value.get(SHARDS), dict)
+                 for r in row.value[SHARDS].get("ranks", ())}
+        if ranks:
+            node.data["merged_ranks"] = ",".join(map(str, sorted(ranks)))
 
 
 def node_io(node: Node) -> tuple[dict, dict]:
