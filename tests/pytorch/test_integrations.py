@@ -148,7 +148,7 @@ def _small_net() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
 
 
-def _lightning_train(callbacks: list):
+def _lightning_train(callbacks: list, fail_at_batch: int | None = None):
     import pytorch_lightning as pl
 
     class Regressor(pl.LightningModule):
@@ -160,6 +160,8 @@ def _lightning_train(callbacks: list):
 
         def training_step(self, batch, batch_idx):
             x, y = batch
+            if batch_idx == fail_at_batch:
+                raise RuntimeError("the training fails")
             self.micro_batches.setdefault(self.trainer.global_step, []).append(x.numpy().copy())
             loss = torch.nn.functional.mse_loss(self.net(x), y)
             self.losses.append(loss.detach().clone())
@@ -189,6 +191,26 @@ def test_lightning_trainer_dumps_each_selected_optimizer_step_with_its_micro_bat
     assert_same_parameters(module, plain_module)
     check_dump(tmp_path / "dump", module.micro_batches, "Module.net.0.Linear")
     assert callback.debugger.finished
+
+
+def test_lightning_training_that_raises_leaves_its_open_step_written(tmp_path):
+    from msprobe.pytorch.integrations.lightning import MsprobeCallback
+
+    callback = MsprobeCallback(dump_path=str(tmp_path / "dump"), task="statistics", level="L0", step=[1])
+    with pytest.raises(RuntimeError, match="the training fails"):
+        _lightning_train([callback], fail_at_batch=3)  # the second micro-batch of optimizer step 1
+    data = json.loads((tmp_path / "dump" / "step1" / "rank" / "dump.json").read_text())["data"]
+    assert "Module.net.0.Linear.forward.0" in data and "Module.net.0.Linear.forward.1" not in data
+    assert callback.debugger.finished
+
+
+def test_lightning_leaves_a_debugger_of_yours_running(tmp_path):
+    from msprobe.pytorch.integrations.lightning import MsprobeCallback
+
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "dump"), task="statistics", level="L0", step=[2, 5])
+    _lightning_train([MsprobeCallback(debugger)])
+    assert (tmp_path / "dump" / "step2" / "rank" / "dump.json").is_file()
+    assert not debugger.finished and PrecisionDebugger.running() is debugger
 
 
 class _BrokenDebugger:

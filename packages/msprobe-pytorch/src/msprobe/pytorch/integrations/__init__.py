@@ -60,9 +60,7 @@ class OptimizerStepWindow:
 
     def end(self) -> None:
         """Training ended (or raised): the open step is written; a debugger built here is finished."""
-        self._guard(self.debugger.stop)
-        if self._owns_debugger:
-            self._guard(self.debugger.finish)
+        self._guard(self.debugger.finish if self._owns_debugger else self.debugger.stop)
 
     def _open(self, model: Any, trainer_step: int) -> None:
         while self._steps_taken < trainer_step:  # a resumed run: skip the steps trained before
