@@ -26,7 +26,7 @@ from msprobe.core.graph import run_graph
 from msprobe.core.graph.vis import text
 
 sys.path.insert(0, str(Path(__file__).parent))  # test_compare_shards' synthetic runs (importlib mode)
-from test_compare_shards import _mlp_run, stats  # noqa: E402
+from test_compare_shards import _mlp_run, _write, stats, value  # noqa: E402
 
 LINEAR0, LINEAR1 = "Functional.linear.0.forward", "Functional.linear.1.forward"
 
@@ -119,6 +119,34 @@ def test_a_stated_layout_merges_a_build_by_recorded_placements(tmp_path):
     assert weight["shape"] == "[16, 8]" and float(weight["Norm"]) == pytest.approx(
         float(text(stats(whole_mlp(0)["w1"])["Norm"])), rel=1e-6)
     assert out["shape"] == "[6, 8]" and out["merged"].startswith("merged from ranks 0: rank 0's")  # no other run
+
+
+def _stage_run(rank_dir: Path, layers: list[int], arrays: list[np.ndarray]) -> None:
+    """A level-mix statistics dump of ``layers`` (one Linear module, one linear call each) with its construct.json."""
+    entries, parents, calls = {}, {}, 0
+    for layer in layers:
+        module, api = f"Module.layers{layer}.Linear.forward.0", f"Functional.linear.{calls}.forward"
+        entries[module] = {"input_args": [value(arrays[layer])], "input_kwargs": {},
+                           "output": [value(arrays[layer + 1])]}
+        entries[api] = entries[module]
+        parents.update({module: None, api: module})
+        calls += 1
+    _write(rank_dir, "statistics", entries, {})
+    (rank_dir / "construct.json").write_text(json.dumps(parents))
+
+
+def test_pipeline_stages_are_one_tree_with_the_one_rank_run_numbering(tmp_path):
+    arrays = [np.random.default_rng(i).standard_normal((4, 8)).astype(np.float32) for i in range(3)]
+    _stage_run(tmp_path / "single" / "rank", [0, 1], arrays)
+    _stage_run(tmp_path / "pp" / "rank0", [0], arrays)
+    _stage_run(tmp_path / "pp" / "rank1", [1], arrays)
+    stem, document = graph(tmp_path, {"npu_path": tmp_path / "pp", "bench_path": tmp_path / "single", "pp": 2}, "out")
+    assert stem == "compare_merged"
+    nodes = document["NPU"]["node"]
+    assert nodes["Functional.linear.1.forward"]["upnode"] == "Module.layers1.Linear.forward.0"  # stage 1's call 0
+    assert nodes["Functional.linear.1.forward"]["data"] == {"merged_ranks": "1", "precision_index": 0.0}
+    assert nodes["Functional.linear.0.forward"]["upnode"] == "Module.layers0.Linear.forward.0"
+    assert nodes["Module.layers1.Linear.forward.0"]["matched_node_link"][-1] == "Module.layers1.Linear.forward.0"
 
 
 @pytest.mark.frameworks("pytorch")  # the graph command comes with a framework

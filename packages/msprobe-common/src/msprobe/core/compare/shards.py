@@ -329,6 +329,33 @@ def _is_forward(name: str) -> bool:
         return True
 
 
+def _stages(ranks: list[int], layout: Layout) -> list[list[int]]:
+    """The ranks of each pipeline stage (one tensor-parallel group of consecutive ranks), in stage order."""
+    pp = layout.pp or 1
+    tp = layout.tp or len(ranks) // pp
+    if tp * pp != len(ranks):
+        raise CompareError(f"the stated layout tp={tp} × pp={pp} = {tp * pp} ranks, but the step has {len(ranks)} "
+                           f"({', '.join(map(str, ranks))}); state tp and pp so that they multiply to the rank count")
+    return [ranks[stage * tp:(stage + 1) * tp] for stage in range(pp)]
+
+
+def merge_constructs(constructs: dict[int, dict[str, str | None]], layout: Layout = NO_LAYOUT
+                     ) -> dict[str, str | None]:
+    """The construct.json (entry → parent module) of the merged dump, for the graph: each stage's lowest rank's,
+    its API names renumbered as :func:`merge_dumps` renumbers the entries (parents are modules, whose names
+    are kept). A stage's API counts are taken from its construct.json, which names every entry of a
+    level L0 or mix dump."""
+    stages = _stages(sorted(constructs), layout)
+    merged: dict[str, str | None] = {}
+    offsets: dict[str, int] = {}
+    for group in stages:
+        construct = constructs[group[0]]
+        names = _stage_names(construct, offsets) if len(stages) > 1 else {n: n for n in construct}
+        _advance(offsets, names)
+        merged.update((names[name], parent) for name, parent in construct.items())
+    return merged
+
+
 def merge_dumps(dumps: dict[int, DumpFile], other: DumpFile, layout: Layout = NO_LAYOUT,
                 stacks: dict[int, dict[str, list[str]]] | None = None) -> DumpFile:
     """One rank-like dump from the ranks of one step (``dumps``: rank → dump), merged as ``other`` (the
@@ -337,11 +364,7 @@ def merge_dumps(dumps: dict[int, DumpFile], other: DumpFile, layout: Layout = NO
     are every stage's forward entries in stage order, then the other entries in reverse stage order
     (where the one-rank run has them: backward runs from the last layer back)."""
     ranks = sorted(dumps)
-    pp = layout.pp or 1
-    tp = layout.tp or len(ranks) // pp
-    if tp * pp != len(ranks):
-        raise CompareError(f"the stated layout tp={tp} × pp={pp} = {tp * pp} ranks, but the step has {len(ranks)} "
-                           f"({', '.join(map(str, ranks))}); state tp and pp so that they multiply to the rank count")
+    stages = _stages(ranks, layout)
     first = dumps[ranks[0]]
     for rank in ranks[1:]:
         if dumps[rank].mode != first.mode:
@@ -356,10 +379,9 @@ def merge_dumps(dumps: dict[int, DumpFile], other: DumpFile, layout: Layout = NO
     merged_stacks: dict[str, list[str]] = {}
     offsets: dict[str, int] = {}
     partial_entries = 0
-    for stage in range(pp):
-        group = ranks[stage * tp:(stage + 1) * tp]
+    for group in stages:
         lead = dumps[group[0]]
-        names = _stage_names(lead.entries, offsets) if pp > 1 else {n: n for n in lead.entries}
+        names = _stage_names(lead.entries, offsets) if len(stages) > 1 else {n: n for n in lead.entries}
         _advance(offsets, names)
         stage_rest = []
         for name, new in names.items():

@@ -5,13 +5,13 @@ of a step as one dump first (compare.shards, as compare does; docs/pytorch/distr
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from msprobe.core.compare.distributed import read_merged_sides, side_ranks
 from msprobe.core.compare.engine import CompareOptions, TensorLoader
 from msprobe.core.compare.reader import DumpFile, read_construct, read_dump, read_stack
-from msprobe.core.compare.shards import NO_LAYOUT, Layout, read_merged
+from msprobe.core.compare.shards import NO_LAYOUT, Layout, merge_constructs, read_merged
 from msprobe.core.fileio import atomic_write_text, make_dir
 from msprobe.core.graph import html
 from msprobe.core.graph.compare import compare_graphs
@@ -47,10 +47,19 @@ def _sides(job: Job, layout: Layout) -> tuple[DumpFile, DumpFile | None]:
     return read_merged(side_ranks(compare_path(job.npu), "npu_path"), nothing, layout, "npu_path"), None
 
 
-def _graph(dump: DumpFile, what: str) -> Graph:
-    """The graph of one dump (a merged one has the construct.json and tensor directory of its lowest rank)."""
+def _construct(side: Path, dump: DumpFile, merged: bool, layout: Layout) -> dict[str, str | None]:
+    """construct.json of one side; a merged side's from its ranks' (compare.shards.merge_constructs)."""
+    ranks = side_ranks(compare_path(side), str(side)) if merged else {}
+    if len(ranks) < 2:
+        return read_construct(dump)
+    return merge_constructs({rank: read_construct(replace(dump, path=rank_dir / "dump.json"))
+                             for rank, rank_dir in ranks.items()}, layout)
+
+
+def _graph(dump: DumpFile, construct: dict[str, str | None], what: str) -> Graph:
+    """The graph of one dump (a merged one has the tensor directory of its lowest rank)."""
     rank_dir = dump.path.parent
-    graph = build_graph(dump.entries, read_construct(dump), dump.stacks, _data_dir(dump.entries, rank_dir))
+    graph = build_graph(dump.entries, construct, dump.stacks, _data_dir(dump.entries, rank_dir))
     mark_merged(graph)
     if graph.inferred:
         logger.warning("%s %s has no module entries (level L1): APIs are grouped by the forward/construct frames "
@@ -70,7 +79,7 @@ def _data_dir(entries: dict, rank_dir: Path) -> str | None:
 def graph_one(job: Job, output: Path, loader: TensorLoader, options: CompareOptions, overflow: bool,
               layout: Layout = NO_LAYOUT) -> Written:
     npu_dump, bench_dump = _sides(job, layout)
-    npu_graph = _graph(npu_dump, "npu_path")
+    npu_graph = _graph(npu_dump, _construct(job.npu, npu_dump, job.merged, layout), "npu_path")
     title = str(job.npu)
     if bench_dump is None:
         steps = assign_micro_steps(npu_graph)
@@ -78,7 +87,7 @@ def graph_one(job: Job, output: Path, loader: TensorLoader, options: CompareOpti
         document = build_document(npu_graph, steps)
         view = html.View("build", npu_graph, None, None, critical[0] if critical else None, title)
     else:
-        bench_graph = _graph(bench_dump, "bench_path")
+        bench_graph = _graph(bench_dump, _construct(job.bench, bench_dump, job.merged, layout), "bench_path")
         comparison = compare_graphs(npu_graph, bench_graph, npu_dump, bench_dump, loader, options, npu_dump.stacks)
         suggest(npu_graph, comparison.mode)
         steps = assign_micro_steps(npu_graph)
