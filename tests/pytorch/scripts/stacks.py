@@ -99,6 +99,22 @@ def collectives() -> None:
     inputs = [torch.full((2,), float(10 * rank + peer)) for peer in range(world)]
     dist.all_to_all(outputs, inputs)
     keep("Distributed.all_to_all.0.forward", [*outputs, *inputs])
+    scattered = torch.zeros(2)
+    pieces = [torch.full((2,), float(rank + peer)) for peer in range(world)]
+    dist.reduce_scatter(scattered, pieces)
+    keep("Distributed.reduce_scatter.0.forward", [scattered, *pieces])
+    scattered_tensor, whole = torch.zeros(2), torch.arange(4.0) + rank
+    dist.reduce_scatter_tensor(scattered_tensor, whole)
+    keep("Distributed.reduce_scatter_tensor.0.forward", [scattered_tensor, whole])
+    exchanged, sent = torch.zeros(4), torch.arange(4.0) + 10 * rank
+    dist.all_to_all_single(exchanged, sent)
+    keep("Distributed.all_to_all_single.0.forward", [exchanged, sent])
+    reduced = torch.ones(2) * (rank + 1)
+    dist.reduce(reduced, dst=0)
+    keep("Distributed.reduce.0.forward", reduced)
+    part, parts = torch.ones(2) * rank, [torch.zeros(2) for _ in range(world)] if rank == 0 else None
+    dist.gather(part, parts, dst=0)
+    keep("Distributed.gather.0.forward", [part, *(parts or [])])
     message = torch.full((2,), 7.0) if rank == 0 else torch.zeros(2)
     if rank == 0:
         dist.send(message, dst=1)
