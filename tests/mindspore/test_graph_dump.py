@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msprobe.core.config import load_debugger_config
+from msprobe.core.config import ConfigError, load_debugger_config
+from msprobe.mindspore.graph_dump import alias
 from msprobe.mindspore.graph_dump import config as dump_config
 from msprobe.mindspore.graph_dump.kernel_files import parse_kernel_file
 from msprobe.mindspore.graph_dump.statistics import HEADER
@@ -78,8 +79,8 @@ for _ in range(2):
     debugger.step()
 """
 
-RUNS = {
-    "tensor": ("graph", "plain", {"task": "tensor"}, {}),
+RUNS = {  # name → (mode, net, config, environment, dump_path under the run's root)
+    "tensor": ("graph", "plain", {"task": "tensor"}, {}, "tensor"),
     "filters": (
         "pynative",
         "plain",
@@ -89,8 +90,18 @@ RUNS = {
             "statistics": {"list": ["name-regex(Default/ReLU.*)", "Default/MatMul-op0"], "data_mode": ["output"]},
         },
         {},
+        "filters",
     ),
-    "overflow": ("graph", "overflow", {"task": "overflow_check", "overflow_check": {"overflow_nums": 1}}, {}),
+    "overflow": (
+        "graph",
+        "overflow",
+        {"task": "overflow_check", "overflow_check": {"overflow_nums": 1}},
+        {},
+        "overflow",
+    ),
+    # dump paths MindSpore itself rejects ("Dump path only support alphabets, digit or {'-', '_', '/'}")
+    "tensor_dotted": ("graph", "plain", {"task": "tensor"}, {}, "a.b/dump"),
+    "statistics_odd": ("graph", "plain", {"task": "statistics"}, {}, ".hidden/run 1+é/dump"),
 }
 
 
@@ -101,8 +112,8 @@ def runs(tmp_path_factory) -> dict[str, tuple[Path, str]]:
     script = root / "train.py"
     script.write_text(TRAIN_SCRIPT)
     started = {}
-    for name, (mode, net_kind, config, env) in RUNS.items():
-        dump_path = root / name
+    for name, (mode, net_kind, config, env, relative_dump_path) in RUNS.items():
+        dump_path = root / relative_dump_path
         config_file = root / f"{name}.json"
         config_file.write_text(json.dumps({"dump_path": str(dump_path), "level": "L2", **config}))
         environment = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -150,7 +161,7 @@ def test_iteration_text_and_support_device():
 
 def test_settings_match_the_reference_kernel_dump_config(tmp_path):
     config = load_debugger_config(REFERENCE / "config.json", framework="mindspore", dump_path=str(tmp_path))
-    settings = dump_config.dump_settings(config, tmp_path / "k", "CPU")
+    settings = dump_config.dump_settings(config, str(tmp_path / "k"), "CPU")
     reference = json.loads((REFERENCE / "kernel_kbyk_dump.json").read_text())
     reference["common_dump_settings"]["path"] = str(tmp_path / "k")
     assert settings == reference
@@ -163,19 +174,19 @@ def test_settings_from_list_step_data_mode_and_rank(tmp_path):
     }  # fmt: skip
     (tmp_path / "c.json").write_text(json.dumps(raw))
     config = load_debugger_config(tmp_path / "c.json", framework="mindspore")
-    common = dump_config.dump_settings(config, tmp_path / "k", "CPU")["common_dump_settings"]
+    common = dump_config.dump_settings(config, str(tmp_path / "k"), "CPU")["common_dump_settings"]
     assert common["dump_mode"] == 1 and common["kernels"] == raw["statistics"]["list"]
     assert (common["iteration"], common["input_output"], common["support_device"]) == ("1-3|5", 2, [2])
     assert common["saved_data"] == "tensor"  # CPU: MindSpore saves tensors only
-    assert dump_config.dump_settings(config, tmp_path, "GPU")["common_dump_settings"]["saved_data"] == "statistic"
+    assert dump_config.dump_settings(config, str(tmp_path), "GPU")["common_dump_settings"]["saved_data"] == "statistic"
 
 
 def test_overflow_check_uses_op_debug_mode_only_on_ascend(tmp_path):
     config = load_debugger_config(
         None, framework="mindspore", task="overflow_check", level="L2", dump_path=str(tmp_path)
     )
-    assert "op_debug_mode" not in dump_config.dump_settings(config, tmp_path, "CPU")["common_dump_settings"]
-    ascend = dump_config.dump_settings(config, tmp_path, "Ascend")["common_dump_settings"]
+    assert "op_debug_mode" not in dump_config.dump_settings(config, str(tmp_path), "CPU")["common_dump_settings"]
+    ascend = dump_config.dump_settings(config, str(tmp_path), "Ascend")["common_dump_settings"]
     assert (ascend["op_debug_mode"], ascend["input_output"]) == (3, 0)
 
 
@@ -193,11 +204,9 @@ def test_reference_file_names_parse():
 
 
 # ---------------------------------------------------------------------------------------------- real training
-def test_tensor_task_files_and_statistics_match_float64_of_the_kernel_tensors(runs):
-    dump_path, _ = runs["tensor"]
-    assert json.loads((dump_path / "kernel_kbyk_dump.json").read_text())["common_dump_settings"]["path"] == str(
-        dump_path / "mindspore_dump"
-    )
+@pytest.mark.parametrize("run", ["tensor", "tensor_dotted"])
+def test_tensor_task_files_and_statistics_match_float64_of_the_kernel_tensors(runs, run):
+    dump_path, _ = runs[run]
     assert not list((dump_path / "mindspore_dump").rglob("*.npy"))  # every kernel file was moved into a step
     kernels_per_step = []
     for step in (0, 1):
@@ -245,3 +254,63 @@ def test_overflow_names_the_first_non_finite_kernel(runs):
     for kernel in kept:  # every kept kernel has a non-finite output
         outputs = [np.load(f) for f in graph_dir.glob(f"{kernel}.*.output.*.npy")]
         assert any(not np.isfinite(o).all() for o in outputs), kernel
+
+
+# ---------------------------------------------------------------------------------------------- any dump_path
+def mindspore_path(dump_path: Path) -> str:
+    return json.loads((dump_path / "kernel_kbyk_dump.json").read_text())["common_dump_settings"]["path"]
+
+
+def test_an_accepted_dump_path_is_given_to_mindspore_as_it_is(runs):
+    dump_path, stderr = runs["tensor"]
+    assert mindspore_path(dump_path) == str(dump_path / "mindspore_dump")
+    assert "writes through the symlink" not in stderr
+
+
+@pytest.mark.parametrize("run", ["tensor_dotted", "statistics_odd"])
+def test_a_rejected_dump_path_is_reached_through_a_link_that_is_gone_after_the_run(runs, run):
+    dump_path, stderr = runs[run]
+    given = mindspore_path(dump_path)
+    assert not alias.accepted_by_mindspore(str(dump_path)) and alias.accepted_by_mindspore(given)
+    assert f"writes through the symlink {given} instead" in stderr
+    assert not os.path.lexists(given) and not os.path.lexists(os.path.dirname(given))  # removed at exit
+    assert (dump_path / "mindspore_dump" / "rank_0").is_dir()  # MindSpore wrote into the dump_path itself
+    assert not list((dump_path / "mindspore_dump").rglob("*.npy"))  # and every kernel file was filed
+
+
+def test_statistics_under_a_hidden_folder_with_a_space(runs):
+    dump_path, _ = runs["statistics_odd"]
+    rows_per_step = []
+    for step in (0, 1):
+        graph_dir = dump_path / f"step{step}" / "rank" / "graph0"
+        assert not kernel_files(graph_dir)  # statistics: the tensors were summarised and deleted
+        rows_per_step.append(read_statistic_csv(graph_dir / "statistic.csv"))
+    tensor_rows = read_statistic_csv(runs["tensor"][0] / "step0" / "rank" / "graph0" / "statistic.csv")
+    kernels = [{(r["Op Name"], r["IO"], r["Slot"]) for r in rows} for rows in rows_per_step]
+    assert kernels[0] == kernels[1] == {(r["Op Name"], r["IO"], r["Slot"]) for r in tensor_rows}
+    same_seed = {(r["Op Name"], r["IO"], r["Slot"]): r["L2Norm Value"] for r in tensor_rows}
+    assert {(r["Op Name"], r["IO"], r["Slot"]): r["L2Norm Value"] for r in rows_per_step[0]} == same_seed
+
+
+def test_configerror_naming_mindspores_rule_when_no_link_can_be_made(tmp_path, monkeypatch):
+    import mindspore as ms
+
+    from msprobe.mindspore import PrecisionDebugger
+
+    rejected = tmp_path / "no.links"
+    rejected.mkdir()
+    monkeypatch.setattr(alias, "_alias_parents", lambda: [str(rejected), str(tmp_path / "missing")])
+    monkeypatch.delenv(dump_config.ENV_VAR, raising=False)
+    dump_path = str(tmp_path / "v2.0" / "dump")
+    mode = ms.get_context("mode")
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        with pytest.raises(ConfigError) as raised:
+            PrecisionDebugger(task="statistics", level="L2", dump_path=dump_path)
+    finally:
+        ms.set_context(mode=mode)
+    (problem,) = raised.value.problems
+    assert (problem.path, problem.value) == ("dump_path", dump_path)
+    assert alias.MINDSPORE_RULE in problem.allowed and "TMPDIR" in problem.allowed
+    assert dump_config.ENV_VAR not in os.environ  # MindSpore was pointed at nothing
+    assert not list(rejected.iterdir())

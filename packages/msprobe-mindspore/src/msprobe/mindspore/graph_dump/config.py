@@ -4,6 +4,10 @@ MindSpore reads the file named by ``MINDSPORE_DUMP_CONFIG`` once per process, wh
 graph: later changes of the variable or of the file are ignored. So the configuration is written, and the
 variable set, when the debugger is constructed — before the network is compiled — and a second, different
 L2 configuration in the same process can only be reported, not applied.
+
+MindSpore accepts as its dump ``path`` only an absolute path of ASCII letters, digits, ``-``, ``_`` and ``/``
+(checked when the first graph compiles, as a C++ ``RuntimeError``). Any other ``dump_path`` (a hidden folder,
+``run.1``, a space) is reached through an alias MindSpore accepts (:mod:`.alias`), so the rule never fails a job.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.fileio import atomic_write_text, make_dir
 from msprobe.core.log import logger
+from msprobe.mindspore.graph_dump.alias import path_for_mindspore
 
 ENV_VAR = "MINDSPORE_DUMP_CONFIG"
 CONFIG_FILE_NAME = "kernel_kbyk_dump.json"  # the name msprobe 1.1.1 gives it, in the dump_path
@@ -52,13 +57,16 @@ def saves_statistics_on_device(device_target: str) -> bool:
     return device_target != "CPU"
 
 
-def dump_settings(config: DebuggerConfig, kernel_root: Path, device_target: str) -> dict:
-    """The content of MindSpore's dump configuration for this debugger configuration."""
+def dump_settings(config: DebuggerConfig, kernel_path: str, device_target: str) -> dict:
+    """The content of MindSpore's dump configuration for this debugger configuration.
+
+    ``kernel_path`` is where MindSpore writes, in a form it accepts (:func:`.alias.path_for_mindspore`).
+    """
     section = config.section
     api_list = getattr(section, "api_list", ())
     common: dict[str, object] = {
         "dump_mode": 1 if api_list else 0,  # 0 dumps every kernel; 1 only those named in "kernels"
-        "path": str(kernel_root),
+        "path": kernel_path,
         "net_name": NET_NAME,
         "iteration": iteration_text(config.step),
         "saved_data": "tensor",
@@ -78,13 +86,15 @@ def dump_settings(config: DebuggerConfig, kernel_root: Path, device_target: str)
 def install(config: DebuggerConfig, device_target: str) -> Path:
     """Write MindSpore's dump configuration into ``dump_path`` and point ``MINDSPORE_DUMP_CONFIG`` at it.
 
-    Returns the directory MindSpore will write its kernel files under.
+    Returns the directory MindSpore's kernel files arrive in (``{dump_path}/mindspore_dump``, maybe through an
+    alias); a ConfigError naming ``dump_path`` when MindSpore can be given no path to it.
     """
     global _installed
     root = make_dir(os.path.abspath(config.dump_path))
-    kernel_root = root / KERNEL_ROOT_NAME
+    kernel_root = make_dir(root / KERNEL_ROOT_NAME)
     settings_file = root / CONFIG_FILE_NAME
-    content = json.dumps(dump_settings(config, kernel_root, device_target), indent=4)
+    kernel_path = path_for_mindspore(kernel_root, config.dump_path)
+    content = json.dumps(dump_settings(config, kernel_path, device_target), indent=4)
     if _installed is not None and _installed != (str(settings_file), content):
         logger.warning(
             "MindSpore reads its dump configuration once per process, when the first graph compiles: "
