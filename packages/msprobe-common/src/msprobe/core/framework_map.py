@@ -21,12 +21,14 @@ The lists of rule 3 were derived from torch 2.13 and MindSpore 2.10 by name, the
 whose same-named PyTorch function does something else (``ops.gather`` is ``index_select``,
 ``ops.transpose`` is ``permute``, ``ops.select`` is ``where``) moved to the explicit table.
 
-Arguments: ``arguments``/``outputs`` map a MindSpore API's argument positions to PyTorch's where they
-differ (``ops.gather(params, indices, axis)`` against ``index_select(input, dim, index)``), ``keywords``
-renames MindSpore keywords (``axis`` → ``dim``), and ``torch_signatures`` (PyTorch's positional
-parameter names, from ``inspect`` on torch 2.13 plus the builtins written out) turns a keyword argument
-into its position, so that ``F.batch_norm(x, m, v, weight=w)`` and ``F.batch_norm(x, m, v, w)`` agree.
-A primitive's tables are keyed ``Primitive.{Class}``.
+Arguments are paired by meaning: a MindSpore argument is the PyTorch argument of the same parameter name
+(``LayerNorm(input_x, gamma, beta)``'s ``gamma`` is ``layer_norm(input, normalized_shape, weight, bias)``'s
+``weight``). Both sides' parameter names come from ``framework_signatures.json``, generated from the installed
+frameworks by ``tools/framework_signatures.py``; ``parameters`` renames MindSpore's names where the two
+frameworks call one parameter differently (``gamma`` → ``weight``, ``axis`` → ``dim``), tried after the name
+itself. A MindSpore parameter PyTorch has no parameter for (``pad_mode``) has no partner. An API without a
+signature on either side keeps its positions. ``arguments``/``outputs`` hold explicit position maps, which
+win (a user's ``-am`` file; BatchNorm's extra outputs).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from pathlib import Path
 from msprobe.core.naming import parse_name
 
 DATA_FILE = Path(__file__).with_name("framework_map.json")
+SIGNATURES_FILE = Path(__file__).with_name("framework_signatures.json")
 MINDSPORE, PYTORCH = "mindspore", "pytorch"
 
 ArgMap = dict[str, "str | None"]  # MindSpore row suffix (``input.1``) → PyTorch row suffix, None: no partner
@@ -54,12 +57,13 @@ class FrameworkMap:
     ops_in_torch: frozenset[str]
     ops_in_functional: frozenset[str]
     arguments: dict[str, ArgMap]
-    keywords: dict[str, str]
+    parameters: dict[str, str]  # MindSpore parameter name → PyTorch's, where they differ
     aliases: dict[str, str]
     cells: dict[str, str]
     dtypes: dict[str, str]
     outputs: dict[str, ArgMap] = field(default_factory=dict)
-    signatures: dict[str, list[str]] = field(default_factory=dict)  # PyTorch API → positional parameter names
+    signatures: dict[str, list[str]] = field(default_factory=dict)  # PyTorch API → parameter names ("*": kw-only)
+    ms_signatures: dict[str, list[str]] = field(default_factory=dict)  # MindSpore API (Primitive.{Class}) → names
 
     def torch_api(self, ms_api: str) -> str | None:
         """``Mint.add`` → ``Torch.add``; also takes a full entry name (``Mint.add.0.forward``)."""
@@ -87,10 +91,13 @@ class FrameworkMap:
         return self.dtypes.get(ms_dtype)
 
     def torch_suffix(self, ms_api: str, suffix: str, direction: str = "forward") -> str | None:
-        """The PyTorch row suffix of a MindSpore row of API ``ms_api`` (``input.axis`` → ``input.dim``).
+        """The PyTorch row suffix of a MindSpore row of API ``ms_api`` (``input.axis`` → ``input.1`` for
+        ``softmax``), None when PyTorch has no such argument.
 
-        Forward rows go through the API's argument map, then keyword renames; a backward entry's
-        ``output.k`` (the gradient of input k) follows input k's map, its ``input.k`` output k's.
+        Forward rows: an explicit position map first, else by parameter name (:meth:`torch_argument`).
+        Without the forward call's rows, a backward entry's ``output.k`` (the gradient of input k) follows
+        input k and its ``input.k`` output k (the compare maps a backward row through the forward call's
+        tensor inputs instead: ``msprobe.core.compare.align``).
         """
         ms_api = _api_of(ms_api)
         part, dot, rest = suffix.partition(".")
@@ -104,17 +111,44 @@ class FrameworkMap:
         if head in table:
             target = table[head]
             return None if target is None else target + suffix[len(head):]
-        if rest and not rest.split(".", 1)[0].isdigit():
-            word, _, tail = rest.partition(".")
-            return ".".join(filter(None, (part, self.keywords.get(word, word), tail)))
-        return suffix
+        if part != "input" or not rest:
+            return suffix
+        word, dot, tail = rest.partition(".")
+        target = self.torch_argument(ms_api, word)
+        return None if target is None else f"input.{target}{dot}{tail}"
+
+    def torch_argument(self, ms_api: str, word: str) -> str | None:
+        """MindSpore argument ``word`` (a position or a keyword) of ``ms_api`` as PyTorch's parameter: a
+        position stays a position where PyTorch takes that parameter positionally, a keyword becomes
+        PyTorch's keyword (:meth:`positional` turns it into a position); None for a position whose
+        parameter PyTorch does not have (``conv2d``'s ``pad_mode``).
+
+        The name at a position comes from MindSpore's signature; it is looked up in PyTorch's signature
+        as it is, then renamed (``parameters``). A position beyond MindSpore's named parameters (``*args``)
+        or of an API without signatures on both sides stays as it is; a keyword PyTorch does not know is
+        only renamed."""
+        ms_names = self.ms_signatures.get(ms_api, self.ms_signatures.get(_primitive_key(ms_api)))
+        pt_names = self.signatures.get(self.torch_api(ms_api) or "")
+        name = word
+        if word.isdigit():
+            positional = _positional(ms_names or [])
+            if pt_names is None or int(word) >= len(positional):
+                return word
+            name = positional[int(word)]
+        for candidate in (name, self.parameters.get(name)):
+            if candidate in (pt_names or ()):
+                positions = _positional(pt_names)
+                return str(positions.index(candidate)) if word.isdigit() and candidate in positions else candidate
+        if word.isdigit() and "*args" in (pt_names or ()):
+            return word  # PyTorch takes ``*args`` (``Tensor.to``): positions are all there is to go by
+        return None if word.isdigit() else self.parameters.get(name, name)
 
     def positional(self, pt_api: str, suffix: str) -> str:
         """A keyword argument of a PyTorch API as its position (``Functional.batch_norm``'s ``input.weight``
         → ``input.3``), so calls that pass it either way pair; other suffixes stay as they are."""
         part, _, rest = suffix.partition(".")
         word, dot, tail = rest.partition(".")
-        names = self.signatures.get(pt_api, ())
+        names = _positional(self.signatures.get(pt_api, []))
         if part != "input" or word.isdigit() or word not in names:
             return suffix
         return f"input.{names.index(word)}{dot}{tail}"
@@ -140,6 +174,12 @@ class FrameworkMap:
                        arguments={**self.arguments, **(arguments or {})}, outputs={**self.outputs, **(outputs or {})})
 
 
+def _positional(names: list[str]) -> list[str]:
+    """The named positional parameters of a signature list (those before ``*args`` or ``*``)."""
+    cut = next((index for index, name in enumerate(names) if name.startswith("*")), len(names))
+    return names[:cut]
+
+
 def _primitive_key(ms_api: str) -> str:
     """``Primitive.bn_infer.BatchNorm`` → ``Primitive.BatchNorm``: per-primitive tables are keyed by class."""
     prefix, _, rest = ms_api.partition(".")
@@ -162,11 +202,13 @@ def _api_of(name: str) -> str:
 def builtin() -> FrameworkMap:
     """The shipped tables, read once from ``framework_map.json``."""
     data = json.loads(DATA_FILE.read_text(encoding="utf-8"))
+    signatures = json.loads(SIGNATURES_FILE.read_text(encoding="utf-8"))
     return FrameworkMap(
         apis=data["apis"], primitives=data["primitives"], namespaces=data["namespaces"],
         ops_in_torch=frozenset(data["ops_in_torch"]), ops_in_functional=frozenset(data["ops_in_functional"]),
-        arguments=data["arguments"], keywords=data["keywords"], aliases=data["aliases"], cells=data["cells"],
-        dtypes=data["dtypes"], outputs=data["outputs"], signatures=data["torch_signatures"],
+        arguments=data["arguments"], parameters=data["parameters"], aliases=data["aliases"], cells=data["cells"],
+        dtypes=data["dtypes"], outputs=data["outputs"], signatures=signatures["torch"],
+        ms_signatures=signatures["mindspore"],
     )
 
 

@@ -16,6 +16,7 @@ tensors in PyTorch's argument order — and never paired on a name alone.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -32,6 +33,7 @@ _MAX_EDIT_DISTANCE = 4000  # beyond this the quadratic trace of Myers costs more
 class RowPair:
     npu: Row | None
     bench: Row | None
+    note: str | None = None  # why two rows of the same argument were left unpaired (:func:`not_the_same`)
 
 
 def count_free(name: str) -> str:
@@ -112,6 +114,7 @@ class CrossFramework:
     cells: dict[str, str] = field(default_factory=dict)
     layers: dict[str, dict[str, str]] = field(default_factory=dict)
     classes: dict[str, str] = field(default_factory=dict)  # MindSpore cell path → class, from its entries
+    rows: dict[str, dict[str, list[Row]]] = field(default_factory=dict)  # side → entry → rows (backward rows)
 
     def learn_classes(self, ms_names: Sequence[str]) -> None:
         """Cell classes by path, which ``-lm`` rules are keyed by."""
@@ -169,15 +172,39 @@ class CrossFramework:
         return self.module(side, parent.api, parent.cls or "")[0] if parent and parent.is_module else ""
 
     def suffix(self, side: str, entry_name: str, suffix: str) -> str | None:
-        """A row's argument path in PyTorch's terms (argument-position and keyword maps); None: no partner."""
+        """A row's argument path in PyTorch's terms (argument-position and keyword maps); None: no partner.
+
+        A backward entry's ``output.k`` is the gradient of the forward call's k-th tensor input (both
+        frameworks number them so), so it takes that input's path: ``layer_norm(x, (8,), w, b)``'s
+        ``output.1`` is ``w``'s gradient, and pairs with the gradient of MindSpore's ``gamma``."""
         entry = _parsed(entry_name)
         if entry is None or entry.is_module:
             return suffix
+        if entry.direction == "backward" and suffix.startswith("output."):
+            forward = self._forward_input(side, entry_name, suffix)
+            if forward is not None:
+                mapped = self.suffix(side, forward.entry, forward.suffix)
+                return None if mapped is None else "output" + mapped[len("input"):]
         api = f"{entry.prefix}.{entry.api}"
         if side != self.ms_side:
             return self.fmap.positional(api, suffix)
         pt_api, mapped = self.fmap.torch_api(api), self.fmap.torch_suffix(api, suffix, entry.direction)
         return mapped if mapped is None or pt_api is None else self.fmap.positional(pt_api, mapped)
+
+    def _forward_input(self, side: str, entry_name: str, suffix: str) -> Row | None:
+        """The forward call's tensor input whose gradient a backward ``output.k`` row holds."""
+        forward = self.rows.get(side, {}).get(entry_name[: -len("backward")] + "forward")
+        index = suffix.split(".")[1]
+        if forward is None or not index.isdigit():
+            return None
+        inputs = [row for row in forward if row.part == "input" and row.is_tensor]
+        return inputs[int(index)] if int(index) < len(inputs) else None
+
+    def tensor_paths(self, side: str, name: str, rows: list[Row]) -> frozenset:
+        """The PyTorch argument paths of an entry's tensor inputs: a call that takes a tensor the other
+        side's call has no parameter for (``Conv2D(x, w)`` against ``conv2d(x, w, b)``) computes another
+        thing, and is never paired with it."""
+        return frozenset(self.suffix(side, name, row.suffix) for row in rows if row.part == "input" and row.is_tensor)
 
     def shapes(self, side: str, name: str, rows: list[Row]) -> tuple:
         """Tensor shapes by PyTorch argument path, in argument order (dtypes left out, as in :func:`structure`)."""
@@ -190,16 +217,47 @@ class CrossFramework:
 
     def keys(self, npu: dict[str, list[Row]], bench: dict[str, list[Row]]) -> list[Callable[[str, str], Hashable]]:
         """The passes: module scope, kind and shapes; kind and shapes (the scope differs: an API called
-        outside the module in one port); scope and kind (shapes differ, reported as such)."""
-        rows = {"npu": npu, "bench": bench}
+        outside the module in one port); scope, kind and tensor arguments (shapes differ, reported as
+        such), only where construct.json gives a scope (at L1 a shape-free pass pairs unrelated calls)."""
+        rows = self.rows = {"npu": npu, "bench": bench}
         kinds = {(side, n): self.kind(side, n) for side in rows for n in rows[side]}
         scopes = {(side, n): self.scope(side, n) for side in rows for n in rows[side]}
         shapes = {(side, n): self.shapes(side, n, rows[side][n]) for side in rows for n in rows[side]}
+        paths = {(side, n): self.tensor_paths(side, n, rows[side][n]) for side in rows for n in rows[side]}
+
+        def loose(side: str, n: str) -> Hashable:
+            scope = scopes[side, n]
+            return (scope, kinds[side, n], paths[side, n]) if scope else ("unscoped", side, n)
+
         return [
             lambda side, n: (scopes[side, n], kinds[side, n], shapes[side, n]),
             lambda side, n: (kinds[side, n], shapes[side, n]),
-            lambda side, n: (scopes[side, n], kinds[side, n]),
+            loose,
         ]
+
+    def pair_backward_by_forward(self, pairs: list[tuple[str | None, str | None]]
+                                 ) -> list[tuple[str | None, str | None]]:
+        """An API's backward entry pairs with the backward of the call its forward entry paired with, and
+        with nothing else: the gradients of two calls are the same tensors exactly when the calls are."""
+        forward = {n: b for n, b in pairs if n and b and n.endswith(".forward") and b.endswith(".forward")}
+        twin = {n[: -len("forward")] + "backward": b[: -len("forward")] + "backward" for n, b in forward.items()}
+        twin = {n: b for n, b in twin.items() if n in self.rows["npu"] and b in self.rows["bench"]}
+        taken = set(twin.values())
+        out: list[tuple[str | None, str | None]] = []
+        for npu_name, bench_name in pairs:
+            if npu_name in twin:
+                out.append((npu_name, twin[npu_name]))
+                continue
+            free_npu = npu_name is not None and not _has_forward(npu_name, self.rows["npu"])
+            free_bench = bench_name is not None and not _has_forward(bench_name, self.rows["bench"])
+            if free_npu and free_bench:
+                out.append((npu_name, bench_name))
+                continue
+            if npu_name is not None:
+                out.append((npu_name, None))
+            if bench_name is not None and bench_name not in taken:
+                out.append((None, bench_name))
+        return out
 
     def pair_modules_out_of_order(self, pairs: list[tuple[str | None, str | None]]
                                   ) -> list[tuple[str | None, str | None]]:
@@ -244,6 +302,11 @@ def cross_framework(npu: DumpFile, bench: DumpFile, maps: UserMaps | None = None
                           {k: dict(v) for k, v in maps.layers.items()})
 
 
+def _has_forward(name: str, rows: dict[str, list[Row]]) -> bool:
+    """An API backward entry whose forward entry is in the dump (its pairing follows that entry's)."""
+    return name.endswith(".backward") and name[: -len("backward")] + "forward" in rows
+
+
 def _parsed(name: str):
     try:
         return parse_name(name)
@@ -276,7 +339,8 @@ def align_entries(
     if cross is not None:
         cross.learn_classes(list(npu if cross.ms_side == "npu" else bench))
         passes = [_following(key, mapping, bench) for key in cross.keys(npu, bench)]
-        return cross.pair_modules_out_of_order(_align(list(npu), list(bench), passes))
+        aligned = _align(list(npu), list(bench), passes)
+        return cross.pair_modules_out_of_order(cross.pair_backward_by_forward(aligned))
     shapes = {("npu", n): structure(rows) for n, rows in npu.items()}
     shapes.update({("bench", n): structure(rows) for n, rows in bench.items()})
 
@@ -323,7 +387,8 @@ def pair_rows(npu_rows: list[Row], bench_rows: list[Row], mapping: dict[str, str
     """Rows of two paired entries, matched by argument path (``input.0``), in NPU order.
 
     ``mapping`` may map an NPU row name to a bench row name of the paired entry (``-dm``). In a
-    cross-framework pair the MindSpore side's paths are first read in PyTorch's terms.
+    cross-framework pair the MindSpore side's paths are first read in PyTorch's terms, and two rows
+    that :func:`not_the_same` proves different stay unpaired, each with the reason (``note``).
     """
     mapping = mapping or {}
 
@@ -333,17 +398,52 @@ def pair_rows(npu_rows: list[Row], bench_rows: list[Row], mapping: dict[str, str
     by_suffix = {key: row for row in bench_rows if (key := path("bench", row)) is not None}
     by_name = {row.name: row for row in bench_rows}
     used: set[str] = set()
+    notes: dict[str, str] = {}
     pairs: list[RowPair] = []
     for row in npu_rows:
         key = path("npu", row)
         partner = by_name.get(mapping[row.name]) if row.name in mapping else by_suffix.get(key) if key else None
-        if partner is not None and partner.suffix not in used:
+        note = not_the_same(row, partner) if partner is not None and cross is not None else None
+        if partner is not None and partner.suffix not in used and note is None:
             used.add(partner.suffix)
             pairs.append(RowPair(row, partner))
         else:
-            pairs.append(RowPair(row, None))
-    pairs.extend(RowPair(None, row) for row in bench_rows if row.suffix not in used)
+            pairs.append(RowPair(row, None, note and f"not paired with {partner.name}: {note}"))
+            if note:
+                notes[partner.suffix] = f"not paired with {row.name}: {note}"
+    pairs.extend(RowPair(None, row, notes.get(row.suffix)) for row in bench_rows if row.suffix not in used)
     return pairs
+
+
+_RANGE_MARGIN = 0.01  # of the largest magnitude: far above float32 rounding between two implementations
+
+
+def not_the_same(npu: Row, bench: Row) -> str | None:
+    """Why two rows of the same argument of two paired calls cannot hold the same tensor, or None.
+
+    Used across frameworks only, where a wrong argument map would otherwise be reported as a difference.
+    Proof is either of: the shapes differ (a tensor has one shape in both frameworks; ``[]`` and ``[1]``
+    count as one, as MindSpore saves a 0-d tensor as ``[1]``); or both are float32 with finite statistics
+    and their value ranges ``[Min, Max]`` do not overlap even widened by 1 % of the largest magnitude.
+    A port error changes values, but one whose every value leaves the other's range is beyond what the
+    same computation from the same inputs does; the row is kept, unpaired, with this reason."""
+    if not (npu.is_tensor and bench.is_tensor):
+        return None
+    shapes = [tuple(row.value.get("shape") or ()) for row in (npu, bench)]
+    if shapes[0] != shapes[1] and {shapes[0], shapes[1]} != {(), (1,)}:
+        return f"shapes {list(shapes[0])} and {list(shapes[1])} differ: not the same tensor"
+    if {str(row.value.get("dtype")).lower().removeprefix("torch.") for row in (npu, bench)} != {"float32"}:
+        return None
+    bounds = [(row.value.get("Min"), row.value.get("Max")) for row in (npu, bench)]
+    values = [v for pair in bounds for v in pair]
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+        return None
+    margin = _RANGE_MARGIN * max(abs(v) for v in values)
+    (low_a, high_a), (low_b, high_b) = bounds
+    if high_a + margin < low_b or high_b + margin < low_a:
+        return (f"value ranges [{low_a:.6g}, {high_a:.6g}] and [{low_b:.6g}, {high_b:.6g}] do not overlap: "
+                f"not the same tensor")
+    return None
 
 
 def entry_mapping(mapping: dict[str, str]) -> dict[str, str]:

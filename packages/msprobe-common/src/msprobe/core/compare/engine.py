@@ -93,6 +93,7 @@ def build_results(npu: DumpFile, bench: DumpFile, options: CompareOptions) -> li
         for index, pair in enumerate(pairs):
             result = RowResult(pair.npu, pair.bench, mode, first_of_entry=index == 0)
             result.messages += [note for row in (pair.npu, pair.bench) if row and (note := describe(row.value))]
+            result.messages += [pair.note] if pair.note else []
             if renamed and npu_name not in options.mapping:
                 result.messages.append("Fuzzy matching data, the comparison accuracy may be affected.")
             results.append(result)
