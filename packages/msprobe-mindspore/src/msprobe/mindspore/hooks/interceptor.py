@@ -2,7 +2,7 @@
 
 :class:`Interceptor` ties together API attribute replacement (:mod:`.api_patch`), cell hooks
 (:mod:`.cells`), primitives of the attached model (:mod:`.primitives`), ``@jit`` functions
-(:mod:`.jit`) and per-call backward taps (:mod:`.backward`), and reports what they see through core's
+(:mod:`.jit`) and per-call backward captures (:mod:`.backward`), and reports what they see through core's
 :class:`~msprobe.core.calls.CallReporter` — the same sequence the PyTorch interceptor uses.
 
 Everything is installed by :meth:`Interceptor.enable`, each part returning a
@@ -22,7 +22,10 @@ from msprobe.core.events import CallSink
 from msprobe.core.handles import Handle, HandleGroup
 from msprobe.mindspore.hooks.api_patch import ApiPatches
 from msprobe.mindspore.hooks.backward import (
-    BackwardTap,
+    BackwardCapture,
+    EmitOrder,
+    differentiable_inputs,
+    differentiable_outputs,
     grad_enabled,
     grad_is_recording,
     grad_recording_as,
@@ -41,6 +44,7 @@ class Interceptor:
         self._level = Level(level)
         # the sink's own ops (statistics, copies) stay out of the gradient graph
         self._reporter = CallReporter(sink, quiet=grad_recording_off)
+        self._order = EmitOrder(self._reporter.backward)  # one for APIs and cells: a cell after its APIs
         self._api_patches = ApiPatches(api_targets(), self._run_api) if self._level.apis else None
         self._cells: CellHooks | None = None
         self._primitives: PrimitiveTaps | None = None
@@ -62,8 +66,7 @@ class Interceptor:
         self.disable()
         self._cells = self._primitives = None
         if model is not None and self._level.modules:
-            self._cells = CellHooks(model, self._cell_start, self._cell_end,
-                                    self._reporter.backward, grad_is_recording)
+            self._cells = CellHooks(model, self._cell_start, self._cell_end, self._order, grad_is_recording)
         if model is not None and self._level.apis:
             self._primitives = PrimitiveTaps(model, self._run_api)
         if was_enabled:
@@ -84,6 +87,7 @@ class Interceptor:
     def reset_counts(self) -> None:
         """Next step: counts start again from 0 and forwards still waiting for a backward are dropped."""
         self._reporter.counter.reset()
+        self._order.forget()
         if self._cells is not None:
             self._cells.forget_pending()
 
@@ -113,12 +117,13 @@ class Interceptor:
         rerun = None if prefix == "Jit" else reporter.unrecorded(original, lambda: grad_recording_as(recording))
         with reporter.pause():  # calls made inside this one are not the user's (outermost calls only)
             started = reporter.start_api(prefix, api, args, kwargs, mutates=mutates, rerun=rerun)
-            tap = None
+            capture = None
             if started.wants_backward and not mutates and grad_is_recording():
-                tap = BackwardTap(started.call, reporter.backward)
-                args, kwargs = tap.tap_inputs(args, kwargs)
+                capture = BackwardCapture(self._order, started.call, differentiable_inputs(args, kwargs))
             output = reporter.end(started, original(*args, **kwargs))
-            return tap.tap_output(output) if tap is not None else output
+            if capture is not None:
+                capture.arm(differentiable_outputs(output))
+            return output
 
     def _cell_start(self, path: str, cls: str, args: tuple) -> Started | None:
         if self._reporter.paused:
