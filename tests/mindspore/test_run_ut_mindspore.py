@@ -21,9 +21,11 @@ from msprobe.mindspore import PrecisionDebugger
 from msprobe.mindspore.run_ut.command import multi_run_ut
 from msprobe.mindspore.run_ut.replay import run_ut
 
-# the details columns of msprobe 1.1.1's MindSpore checker (its data_manager.get_detail_csv_header)
+# the columns of msprobe 1.1.1's MindSpore checker (its data_manager.get_detail_csv_header and
+# get_result_csv_header, from MsCompareConst): read in mindstudio-probe 1.1.1's sources
 COLUMNS_111 = ["API Name", "Bench Dtype", "Tested Dtype", "Shape", "Cosine", "MaxAbsErr", "MaxRelativeErr",
                "Status", "Message"]
+RESULT_COLUMNS_111 = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
 CHECKED = ["Mint.matmul.0", "Mint.add.0", "MintFunctional.relu.0", "MintFunctional.softmax.0", "Tensor.__mul__.0",
            "Mint.sum.0"]
 
@@ -90,7 +92,7 @@ def _rows(path: str | Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def _by_name(rows: list[dict[str, str]], key: str = "API name") -> dict[str, dict[str, str]]:
+def _by_name(rows: list[dict[str, str]], key: str = "API Name") -> dict[str, dict[str, str]]:
     return {r[key]: r for r in rows}
 
 
@@ -245,7 +247,7 @@ def test_resume_and_filter(dumps: dict[str, Path], tmp_path: Path) -> None:
     first = run_ut(dumps["tensor"], tmp_path, bench="mindspore", apis={"Mint.matmul.0", "Mint.add.0"})
     assert _cli("run_ut", "-api_info", str(dumps["tensor"]), "-csv_path", first.summary["result_csv"],
                 "-bench", "mindspore") == 0
-    names = [r["API name"] for r in _rows(first.summary["result_csv"])]
+    names = [r["API Name"] for r in _rows(first.summary["result_csv"])]
     assert sorted(names) == sorted(set(names)) and len(names) == len(CHECKED) + 2
     assert names[:2] == ["Mint.matmul.0", "Mint.add.0"]
     details = [r["API Name"] for r in _rows(first.summary["details_csv"])]
@@ -291,7 +293,7 @@ def test_filter_duplicates_checks_one_of_each_group(dumps: dict[str, Path], tmp_
     path.write_text(json.dumps(data))
     (tmp_path / "dump_tensor_data").symlink_to(dumps["tensor"].parent / "dump_tensor_data")
     assert _cli("run_ut", "-api_info", str(path), "-o", str(tmp_path / "out"), "-f", "-bench", "mindspore") == 0
-    names = [r["API name"] for r in _rows(next((tmp_path / "out").glob("accuracy_checking_result_*.csv")))]
+    names = [r["API Name"] for r in _rows(next((tmp_path / "out").glob("accuracy_checking_result_*.csv")))]
     assert "Mint.add.0" in names and "Mint.add.1" not in names and "Mint.add.2" in names
 
 
@@ -312,10 +314,59 @@ def test_config_lists_and_error_data_path(dumps: dict[str, Path], tmp_path: Path
                                                                "error_data_path": str(tmp_path / "errors")}}))
     assert _cli("run_ut", "-api_info", str(dumps["tensor"]), "-o", str(tmp_path / "out"), "-config", str(config),
                 "-bench", "mindspore") == 0
-    names = [r["API name"] for r in _rows(next((tmp_path / "out").glob("accuracy_checking_result_*.csv")))]
+    names = [r["API Name"] for r in _rows(next((tmp_path / "out").glob("accuracy_checking_result_*.csv")))]
     assert names and all(name.startswith("Mint.add.") for name in names)
     assert _cli("multi_run_ut", "-api_info", str(dumps["tensor"]), "-o", str(tmp_path / "multi"), "-n", "2",
                 "-config", str(config), "-bench", "mindspore") == 0
-    multi = [r["API name"] for r in _rows(next((tmp_path / "multi").glob("accuracy_checking_result_*.csv")))]
+    multi = [r["API Name"] for r in _rows(next((tmp_path / "multi").glob("accuracy_checking_result_*.csv")))]
     assert multi == names
     assert load_run_ut_section(config).error_data_path == str(tmp_path / "errors")
+
+
+def _raw_rows(path: str | Path) -> list[list[str]]:
+    raw = Path(path).read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf")  # UTF-8 with a BOM, as 1.1.1 wrote (utf-8-sig)
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        return list(csv.reader(handle))
+
+
+def test_result_csv_is_1_1_1s_mindspore_checkers(dumps: dict[str, Path], tmp_path: Path) -> None:
+    """The result CSV's header is 1.1.1's MindSpore checker's, an API without a backward in the dump has an
+    empty backward cell (1.1.1 left it empty; PyTorch's report says N/A), the same from multi_run_ut, and
+    the summaries still count it as N/A."""
+    data = json.loads(dumps["tensor"].read_text())
+    del data["data"]["Mint.add.0.backward"]
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(data))
+    (tmp_path / "dump_tensor_data").symlink_to(dumps["tensor"].parent / "dump_tensor_data")
+    single = run_ut(path, tmp_path / "one", bench="mindspore")
+    summary, _ = multi_run_ut(path, tmp_path / "multi", parts=2, bench="mindspore")
+    for result_csv in (single.summary["result_csv"], summary["result_csv"]):
+        header, *rows = _raw_rows(result_csv)
+        assert header == RESULT_COLUMNS_111
+        by_name = {r[0]: r for r in rows}
+        assert by_name["Mint.add.0"][1:] == ["pass", "", ""]
+        assert by_name["Mint.matmul.0"][1:] == ["pass", "pass", ""]
+        assert {r[1] for r in rows} <= {"pass", "Warning", "error", "SKIP"} and "N/A" not in {r[2] for r in rows}
+    assert _raw_rows(single.summary["details_csv"])[0][:9] == COLUMNS_111
+    assert single.summary["backward"]["N/A"] == summary["backward"]["N/A"] == 1
+    assert single.summary["backward"] == summary["backward"]
+
+
+def test_resume_from_a_result_csv_written_as_1_1_1_writes_it(dumps: dict[str, Path], tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A result CSV headed as 1.1.1's MindSpore checker heads it is resumed: its APIs are not checked again;
+    one headed as the PyTorch checker's (``API name``) is refused, naming the header expected."""
+    ours = tmp_path / "accuracy_checking_result_20250101000000.csv"
+    ours.write_text(",".join(RESULT_COLUMNS_111) + "\nMint.matmul.0,pass,pass,\n", encoding="utf-8-sig")
+    assert _cli("run_ut", "-api_info", str(dumps["tensor"]), "-csv_path", str(ours), "-bench", "mindspore") == 0
+    names = [r[0] for r in _raw_rows(ours)[1:]]
+    assert names.count("Mint.matmul.0") == 1 and set(CHECKED) <= set(names)
+    details = [r[0] for r in _raw_rows(tmp_path / "accuracy_checking_details_20250101000000.csv")[1:]]
+    assert details and not any(d.startswith("Mint.matmul.0.") for d in details)
+    torch_style = tmp_path / "torch" / "accuracy_checking_result_20250101000000.csv"
+    torch_style.parent.mkdir()
+    torch_style.write_text("API name,Forward Test Success,Backward Test Success,Message\n", encoding="utf-8-sig")
+    for command in ("run_ut", "multi_run_ut"):
+        assert _cli(command, "-api_info", str(dumps["tensor"]), "-csv_path", str(torch_style)) == 2
+    assert f"does not start with the header {', '.join(RESULT_COLUMNS_111)}" in caplog.text

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from msprobe.core.compare.reader import CompareError, DumpFile, load_json_file, read_dump
-from msprobe.core.run_ut.report import ApiRow, read_done
+from msprobe.core.run_ut.report import RESULT_COLUMNS, ApiRow, read_done
 
 # The "type" a dump.json gives a tensor value, in either framework.
 TENSOR_TYPES = frozenset({
@@ -135,15 +135,15 @@ def select_apis(entries: Mapping[str, Any], done: Collection[str] = (), white_li
 
 def rows_to_check(api_info: str | os.PathLike, csv_path: str | os.PathLike | None = None,
                   white_list: Collection[str] = (), black_list: Collection[str] = (),
-                  filter_duplicates: bool = False) -> list[str]:
+                  filter_duplicates: bool = False, result_columns: tuple[str, ...] = RESULT_COLUMNS) -> list[str]:
     """The rows (``Mint.add.0``) a run over ``api_info`` checks (:func:`select_apis`, less the APIs already
-    in the result CSV ``csv_path``): what ``multi_run_ut`` splits into parts. A :class:`RunUtError` for a
-    dump.json that cannot be read."""
+    in the result CSV ``csv_path``, headed ``result_columns``): what ``multi_run_ut`` splits into parts. A
+    :class:`RunUtError` for a dump.json that cannot be read."""
     try:
         dump = read_dump(api_info, "api_info")
     except CompareError as exc:
         raise RunUtError(str(exc)) from None
-    done = read_done(csv_path) if csv_path is not None else set()
+    done = read_done(csv_path, result_columns) if csv_path is not None else set()
     selected = select_apis(dump.entries, done, white_list, black_list, filter_duplicates)
     return [name.removesuffix(".forward") for name in selected]
 

@@ -183,12 +183,24 @@ def detail_cells(row: OutputRow) -> list[str]:
 
 @dataclass(frozen=True)
 class DetailsLayout:
-    """The columns of a details CSV and how one output fills them: the default is :data:`DETAIL_COLUMNS`
-    with :func:`detail_cells`; a framework whose 1.1.1 checker wrote other columns (MindSpore) passes
-    its own to :class:`Report` and :func:`merge_parts`."""
+    """How a framework's report spells its CSVs: the details columns and how one output fills them, the
+    result CSV's header and its backward cell for an API whose dump has no backward. The default is
+    PyTorch's (:data:`DETAIL_COLUMNS` with :func:`detail_cells`, :data:`RESULT_COLUMNS`, ``N/A``); a
+    framework whose 1.1.1 checker wrote other ones (MindSpore) passes its own to :class:`Report`,
+    :func:`merge_parts` and :func:`read_done`. ``ApiRow.backward`` stays ``N/A`` in memory and summaries."""
 
     columns: tuple[str, ...]
     cells: Callable[[OutputRow], list[str]]
+    result_columns: tuple[str, ...] = RESULT_COLUMNS
+    no_backward: str = NOT_APPLICABLE
+
+    def result_cells(self, row: ApiRow) -> list[str]:
+        backward = self.no_backward if row.backward == NOT_APPLICABLE else row.backward
+        return [row.name, row.forward, backward, row.message]
+
+    def backward_status(self, cell: str) -> str:
+        """A result CSV's backward cell as ``ApiRow.backward`` holds it (for counting merged rows)."""
+        return NOT_APPLICABLE if cell == self.no_backward else cell
 
 
 DEFAULT_DETAILS = DetailsLayout(DETAIL_COLUMNS, detail_cells)
@@ -198,8 +210,8 @@ def timestamp() -> str:
     return time.strftime("%Y%m%d%H%M%S", time.localtime())
 
 
-def read_done(result_csv: str | os.PathLike) -> set[str]:
-    """The API names already in a result CSV (for resuming)."""
+def read_done(result_csv: str | os.PathLike, columns: tuple[str, ...] = RESULT_COLUMNS) -> set[str]:
+    """The API names already in a result CSV headed ``columns`` (for resuming)."""
     path = Path(result_csv)
     if not path.is_file():
         raise ReportError(f"result CSV {str(path)!r} does not exist or is not a file")
@@ -210,8 +222,8 @@ def read_done(result_csv: str | os.PathLike) -> set[str]:
             rows = list(csv.reader(handle))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise ReportError(f"result CSV {str(path)!r} cannot be read: {exc}") from None
-    if not rows or tuple(rows[0][: len(RESULT_COLUMNS)]) != RESULT_COLUMNS:
-        raise ReportError(f"result CSV {str(path)!r} does not start with the header {', '.join(RESULT_COLUMNS)}")
+    if not rows or tuple(rows[0][: len(columns)]) != columns:
+        raise ReportError(f"result CSV {str(path)!r} does not start with the header {', '.join(columns)}")
     return {r[0] for r in rows[1:] if r}
 
 
@@ -248,7 +260,7 @@ class Report:
         if resume_csv is not None:
             self.result_path = Path(resume_csv)
             stamp = self.result_path.name[len(RESULT_PREFIX): -len(".csv")]
-            self.done = read_done(self.result_path)
+            self.done = read_done(self.result_path, details.result_columns)
             self.details_path = self.result_path.with_name(f"{DETAILS_PREFIX}{stamp}.csv")
             self.summary_path = self.result_path.with_name(f"{SUMMARY_PREFIX}{stamp}.json")
             if self.details_path.is_file():
@@ -261,7 +273,7 @@ class Report:
             self.details_path = out / f"{DETAILS_PREFIX}{stamp}.csv"
             self.summary_path = out / f"{SUMMARY_PREFIX}{stamp}.json"
             self.done = set()
-        self._start(self.result_path, RESULT_COLUMNS)
+        self._start(self.result_path, details.result_columns)
         self._start(self.details_path, details.columns)
         self.rows: list[ApiRow] = []
 
@@ -283,7 +295,7 @@ class Report:
                 for out in row.outputs:
                     writer.writerow(self.layout.cells(out))
         with open(self.result_path, "a", encoding="utf-8", newline="") as handle:
-            csv.writer(handle).writerow([row.name, row.forward, row.backward, row.message])
+            csv.writer(handle).writerow(self.layout.result_cells(row))
 
     def summary(self, **info: Any) -> dict[str, Any]:
         """Counts of this run's rows (forward and backward statuses), ``info`` (seed, inputs...) and
@@ -333,7 +345,7 @@ def merge_parts(part_dirs: Iterable[str | os.PathLike], output_dir: str | os.Pat
     failures: list[Any] = []
     first: dict[str, Any] = {}
     for folder in map(Path, part_dirs):
-        results += _data_rows(_only(folder, RESULT_PREFIX, ".csv"), RESULT_COLUMNS)
+        results += _data_rows(_only(folder, RESULT_PREFIX, ".csv"), details.result_columns)
         detail_rows += _data_rows(_only(folder, DETAILS_PREFIX, ".csv"), details.columns)
         with open(_only(folder, SUMMARY_PREFIX, ".json"), encoding="utf-8") as handle:
             part = json.load(handle)
@@ -350,7 +362,7 @@ def merge_parts(part_dirs: Iterable[str | os.PathLike], output_dir: str | os.Pat
         "details_csv": str(report.details_path),
         "apis": len(results),
         "forward": dict(Counter(r[1] for r in results)),
-        "backward": dict(Counter(r[2] for r in results)),
+        "backward": dict(Counter(details.backward_status(r[2]) for r in results)),
         "failures": failures,
     }
     with open(report.summary_path, "w", encoding="utf-8") as handle:

@@ -109,7 +109,8 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
 
     seed = DEFAULT_SEED if seed is None else seed
     chosen = choose_bench(bench)  # decided once: every part uses the same bench
-    selected = rows_to_check(api_info, csv_path, white_list, black_list, filter_duplicates)
+    selected = rows_to_check(api_info, csv_path, white_list, black_list, filter_duplicates,
+                             MINDSPORE_DETAILS.result_columns)
     runner = functools.partial(_run_part, str(api_info), chosen, save_error_data, seed)
     out = report_dir(output_dir, csv_path)
     return run_parts(runner, selected, output_dir, parts=parts, csv_path=csv_path,

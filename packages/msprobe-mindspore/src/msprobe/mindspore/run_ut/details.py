@@ -1,11 +1,13 @@
-"""The details CSV of the MindSpore checker: msprobe 1.1.1's columns, in its order, then ours.
+"""The CSVs of the MindSpore checker as msprobe 1.1.1's MindSpore checker spelled them, then ours.
 
-1.1.1's MindSpore checker wrote ``API Name, Bench Dtype, Tested Dtype, Shape, Cosine, MaxAbsErr,
-MaxRelativeErr, Status, Message`` (dtypes as MindSpore names, ``Float32``; the shape as a tuple,
-``(2, 3)``). Those nine come first, with the same meanings; ``Status`` is our dtype-aware verdict
-(:func:`msprobe.core.run_ut.judge_output`) instead of 1.1.1's cosine/max-abs-error rule. Appended:
-the standard used, the first-stage status, every metric (JSON) and, for an ``error`` output, its
-worst elements (JSON) — what the PyTorch details CSV holds too.
+Result CSV: 1.1.1's header ``API Name, Forward Test Success, Backward Test Success, Message`` (the PyTorch
+checker's says ``API name``), and an empty backward cell for an API whose dump has no backward (1.1.1 left
+it empty; PyTorch's report writes ``N/A``). Details CSV: 1.1.1 wrote ``API Name, Bench Dtype, Tested Dtype,
+Shape, Cosine, MaxAbsErr, MaxRelativeErr, Status, Message`` (dtypes as MindSpore names, ``Float32``; the
+shape as a tuple, ``(2, 3)``). Those nine come first, with the same meanings; ``Status`` is our dtype-aware
+verdict (:func:`msprobe.core.run_ut.judge_output`) instead of 1.1.1's cosine/max-abs-error rule. Appended:
+the standard used, the first-stage status, every metric (JSON) and, for an ``error`` output, its worst
+elements (JSON) — what the PyTorch details CSV holds too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from msprobe.core.run_ut.report import DetailsLayout, OutputRow
 COLUMNS_111 = ("API Name", "Bench Dtype", "Tested Dtype", "Shape", "Cosine", "MaxAbsErr", "MaxRelativeErr",
                "Status", "Message")
 COLUMNS = (*COLUMNS_111, "Standard", "Stage1 Status", "Metrics", "Worst Elements")
+RESULT_COLUMNS_111 = ("API Name", "Forward Test Success", "Backward Test Success", "Message")
+NO_BACKWARD_111 = ""
 
 
 def _number(value: float | None) -> str:
@@ -39,4 +43,4 @@ def cells(row: OutputRow) -> list[str]:
             verdict.stage1 or "", metrics, json.dumps(row.worst) if row.worst else ""]
 
 
-MINDSPORE_DETAILS = DetailsLayout(COLUMNS, cells)
+MINDSPORE_DETAILS = DetailsLayout(COLUMNS, cells, RESULT_COLUMNS_111, NO_BACKWARD_111)
