@@ -14,8 +14,6 @@ CASES = {
     "plain float32": np.array([[1.5, -2.0], [3.25, 0.5]], np.float32),
     "nan": np.array([1.0, np.nan, 2.0], np.float32),
     "inf and -inf": np.array([np.inf, -np.inf, 1.0], np.float32),
-    "float32 sum overflows": np.array([3e38, 3e38], np.float32),
-    "float32 squares overflow": np.array([2e19, 1.0], np.float32),
     "float64 squares overflow": np.array([1e200, 1.0]),
     "float16 inf": np.array([np.inf, 1.0], np.float16),
     "int64": np.arange(7),
@@ -33,3 +31,18 @@ def test_same_numbers_as_under_errstate_and_no_warning(name):
         warnings.simplefilter("error")
         stats = array_stats(values)
     np.testing.assert_array_equal(np.array([stats.max, stats.min, stats.mean, stats.norm]), np.array(want))
+
+
+@pytest.mark.parametrize("values", [
+    np.array([3e38, 3e38], np.float32),  # the sum leaves float32's range
+    np.array([2e19, 1.0], np.float32),  # the squares do
+    np.linspace(1e-23, 1e-21, 96, dtype=np.float32),  # the squares are subnormal (AdamW's exp_avg_sq)
+    np.linspace(-3.3e38, 3.3e38, 5000, dtype=np.float32),  # a large array, both ends
+], ids=["sum overflows", "squares overflow", "squares subnormal", "large"])
+def test_finite_float32_at_the_ends_of_its_range_is_reduced_in_float64_without_warning(values):
+    exact = values.astype(np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stats = array_stats(values)
+    assert stats.mean == pytest.approx(exact.mean(), rel=1e-12, abs=1e-12 * np.abs(exact).max())
+    assert stats.norm == pytest.approx(np.linalg.norm(exact), rel=1e-12)

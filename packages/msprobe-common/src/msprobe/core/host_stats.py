@@ -49,6 +49,8 @@ def array_stats(values: np.ndarray) -> TensorStats:
     high, low = float(_MAX(flat)), float(_MIN(flat))  # max/min warn of nothing, not even of NaN
     if _cannot_overflow(high, low, flat):
         total, squares = float(_SUM(flat)), float(_SUM(flat * flat))
+    elif flat.dtype == np.float32 and math.isfinite(high) and math.isfinite(low):
+        total, squares = float(_SUM(flat, dtype=np.float64)), float(_SUM(np.square(flat, dtype=np.float64)))
     else:
         with np.errstate(invalid="ignore", over="ignore"):  # inf/nan give inf/nan statistics, as wanted
             total, squares = float(_SUM(flat)), float(_SUM(flat * flat))
@@ -123,6 +125,9 @@ def _resolve_group(group: list[HostCopy], size: int) -> None:
     bound = np.maximum(np.abs(high), np.abs(low))
     with np.errstate(invalid="ignore", over="ignore"):  # rows it could concern are recomputed below
         plain = np.isfinite(bound) & (np.maximum(bound, bound * bound) * size < _SAFE_LIMIT[rows.itemsize == 4])
+        if rows.itemsize == 4:
+            low_bound, high_bound = EXACT_FLOAT32_BOUNDS
+            plain &= ((bound >= low_bound) & (bound <= high_bound)) | (bound == 0)
         totals, squares = _SUM(rows, axis=1), _SUM(rows * rows, axis=1)
     numbers = zip(plain.tolist(), high.tolist(), low.tolist(), totals.tolist(), squares.tolist())
     for copy, (is_plain, hi, lo, total, square) in zip(group, numbers):
@@ -130,12 +135,29 @@ def _resolve_group(group: list[HostCopy], size: int) -> None:
 
 
 def _cannot_overflow(high: float, low: float, flat: np.ndarray) -> bool:
-    """Whether the sum and the sum of squares of ``flat`` (extremes ``high``/``low``) stay finite, so
-    numpy has no floating-point warning to give and :class:`numpy.errstate` (2 µs, as much as the four
-    reductions of a small tensor) can be skipped. The same reductions run either way: the numbers are
-    the same."""
+    """Whether the sum and the sum of squares of ``flat`` (extremes ``high``/``low``), taken in its own
+    dtype, are exact to that dtype's precision: they stay finite (so numpy has no floating-point warning
+    to give and :class:`numpy.errstate`, 2 µs, can be skipped) and, in float32, the squares are not
+    subnormal (:data:`EXACT_FLOAT32_BOUNDS`). Otherwise a finite float32 tensor is reduced in float64."""
     bound = max(abs(high), abs(low))  # NaN compares false below, so a NaN takes the errstate path
+    if flat.dtype.itemsize == 4 and not exact_in_float32(bound):
+        return False
     return max(bound, bound * bound) * flat.size < _SAFE_LIMIT[flat.dtype.itemsize == 4]
+
+
+def exact_in_float32(bound: float) -> bool:
+    """Whether float32's own mean and norm are exact for a float32 tensor whose largest magnitude is
+    ``bound`` (:data:`EXACT_FLOAT32_BOUNDS`); False for NaN and infinity."""
+    return bound == 0 or EXACT_FLOAT32_BOUNDS[0] <= bound <= EXACT_FLOAT32_BOUNDS[1]
+
+
+# The largest magnitudes for which float32's own mean and norm are exact to float32's precision (one
+# policy for every path, docs/pytorch/dump.md#statistics-precision): below 2**-40 the squares of the
+# elements are subnormal or near it and lose digits (AdamW's exp_avg_sq, ~1e-22: 7e-5 relative), above
+# 2**40 a sum of squares may leave float32's range (near 3e38 the mean itself does). Outside them the
+# mean and the norm of a float32 tensor are reduced in float64 (host) or scaled by a power of two
+# (device), so they are finite and exact for every finite tensor. All-zero tensors need neither.
+EXACT_FLOAT32_BOUNDS = (2.0**-40, 2.0**40)
 
 
 # Half the largest float32 / float64: a bound on every partial sum (any order) well inside the range.

@@ -28,6 +28,7 @@ import numpy as np
 import mindspore
 from mindspore import ops
 from msprobe.core.host_stats import (
+    EXACT_FLOAT32_BOUNDS,
     STAT_COUNT,
     DeviceCopy,
     HostCopy,
@@ -88,11 +89,15 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         finite = ops.isfinite(rows)
         neg_inf, pos_inf, nan = _constants(key[0])  # from the key: asking the fresh stack would wait
         has_nan = ops.isnan(rows).any(axis=1)  # as in device_stats: a NaN anywhere makes max and min NaN
-        return ops.stack([
-            ops.where(has_nan, nan, rows.max(axis=1)), ops.where(has_nan, nan, rows.min(axis=1)),
-            rows.mean(axis=1), ops.sqrt(ops.reduce_sum(rows * rows, 1)),
-            ops.where(finite, rows, neg_inf).max(axis=1), ops.where(finite, rows, pos_inf).min(axis=1),
-        ], axis=1).astype(mindspore.float64).reshape(-1)
+        high, low = rows.max(axis=1), rows.min(axis=1)
+        scale = _power_of_two_scale(ops.maximum(ops.abs(high), ops.abs(low)), key[0])
+        scaled = rows * scale.reshape(-1, 1)
+        unscale = scale.astype(mindspore.float64)  # the way back may leave float32's range (a norm past 3e38)
+        values = [ops.where(has_nan, nan, high), ops.where(has_nan, nan, low),
+                  scaled.mean(axis=1).astype(mindspore.float64) / unscale,
+                  ops.sqrt(ops.reduce_sum(scaled * scaled, 1)).astype(mindspore.float64) / unscale,
+                  ops.where(finite, rows, neg_inf).max(axis=1), ops.where(finite, rows, pos_inf).min(axis=1)]
+        return ops.stack([v.astype(mindspore.float64) for v in values], axis=1).reshape(-1)
 
     def transfer(self, values: list[mindspore.Tensor]) -> list[list[float]]:
         flat = ops.concat(values).asnumpy().tolist()
@@ -145,9 +150,29 @@ def device_stats(tensor: mindspore.Tensor) -> StatsHandle | DeviceCopy | TensorS
     neg_inf, pos_inf, nan = _constants(x.dtype)
     # MindSpore's CPU max/min skip NaN; like numpy and torch, a NaN anywhere makes both NaN
     has_nan = ops.isnan(x).any()
-    values = ops.stack([
-        ops.where(has_nan, nan, x.max()), ops.where(has_nan, nan, x.min()),
-        x.mean(), ops.sqrt(ops.reduce_sum(x * x)),
-        ops.where(finite, x, neg_inf).max(), ops.where(finite, x, pos_inf).min(),
-    ])
-    return StatsHandle(values.astype(mindspore.float64))
+    high, low = x.max(), x.min()
+    scale = _power_of_two_scale(ops.maximum(ops.abs(high), ops.abs(low)), x.dtype)
+    scaled = x * scale
+    unscale = scale.astype(mindspore.float64)  # the way back may leave float32's range (a norm past 3e38)
+    values = [ops.where(has_nan, nan, high), ops.where(has_nan, nan, low),
+              scaled.mean().astype(mindspore.float64) / unscale,
+              ops.sqrt(ops.reduce_sum(scaled * scaled)).astype(mindspore.float64) / unscale,
+              ops.where(finite, x, neg_inf).max(), ops.where(finite, x, pos_inf).min()]
+    return StatsHandle(ops.stack([v.astype(mindspore.float64) for v in values]))
+
+
+# Scaled tensors' largest magnitude is about 2**20: the scale itself stays a normal float32 at both ends
+# (2**-107 for 3e38; a subnormal scale is flushed to zero where the device flushes them), and sums of
+# squares of a billion elements stay far inside float32's range.
+_SCALED_EXPONENT = 20.0
+
+
+def _power_of_two_scale(bound: mindspore.Tensor, dtype: mindspore.dtype.Type) -> mindspore.Tensor:
+    """1 where float32's own mean and norm are exact for largest magnitudes ``bound``
+    (``EXACT_FLOAT32_BOUNDS``, the host's rule), else the power of two that brings ``bound`` near 2**20, so the
+    mean and norm of every finite tensor are finite and exact; as MindSpore ops, without a sync."""
+    if dtype != mindspore.float32:
+        return ops.ones_like(bound)
+    low, high = EXACT_FLOAT32_BOUNDS
+    outside = ops.isfinite(bound) & (bound > 0) & ((bound < low) | (bound > high))
+    return ops.where(outside, ops.exp2(_SCALED_EXPONENT - ops.floor(ops.log2(bound))), ops.ones_like(bound))

@@ -26,6 +26,7 @@ norms (:func:`_norm`): a single float32 reduction drifts with the element count 
 from __future__ import annotations
 
 import ctypes
+import math
 import weakref
 from typing import Any, BinaryIO
 
@@ -34,12 +35,14 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from msprobe.core.host_stats import (
+    EXACT_FLOAT32_BOUNDS,
     STAT_COUNT,
     DeviceCopy,
     HostCopy,
     StatsAdapterBase,
     StatsHandle,
     crc32_hex,
+    exact_in_float32,
     host_stats,
     with_finite_extremes,
 )
@@ -67,8 +70,29 @@ def _float_stats(t: torch.Tensor) -> torch.Tensor:
     finite = torch.isfinite(t)
     finite_hi = torch.where(finite, t, -torch.inf).amax()
     finite_lo = torch.where(finite, t, torch.inf).amin()
-    parts = (hi, lo, t.mean(), _norm(t.reshape(-1), t.shape), finite_hi, finite_lo)
-    return torch.stack(parts).to(torch.float64)  # (the float64 norm already promotes the stack)
+    if t.dtype == torch.float32:  # exact at both ends of float32's range: scaled by a power of two
+        scale = _power_of_two_scale(torch.maximum(hi.abs(), lo.abs()))
+        scaled = t * scale  # exact: every element keeps its digits (those that would not are negligible)
+        mean, norm = scaled.mean().double() / scale, _norm(scaled.reshape(-1), t.shape) / scale
+    else:
+        mean, norm = t.mean(), _norm(t.reshape(-1), t.shape)
+    return torch.stack((hi, lo, mean, norm, finite_hi, finite_lo)).to(torch.float64)
+
+
+# Scaled tensors' largest magnitude is about 2**20: the scale itself stays a normal float32 at both ends
+# (2**-107 for 3e38; a subnormal scale is flushed to zero where the device flushes them), and sums of
+# squares of a billion elements stay far inside float32's range.
+_SCALED_EXPONENT = 20.0
+
+
+def _power_of_two_scale(bound: torch.Tensor) -> torch.Tensor:
+    """1 when float32's own mean and norm are exact for a tensor of largest magnitude ``bound``
+    (``EXACT_FLOAT32_BOUNDS``, the host's rule), else the power of two that brings ``bound`` near 2**20;
+    computed on the device, without a sync (float64)."""
+    low, high = EXACT_FLOAT32_BOUNDS
+    bound = bound.double()
+    outside = torch.isfinite(bound) & (bound > 0) & ((bound < low) | (bound > high))
+    return torch.where(outside, torch.exp2(_SCALED_EXPONENT - torch.floor(torch.log2(bound))), torch.ones_like(bound))
 
 
 # Length of the rows whose norms :func:`_norm` takes in float32 (a float32 reduction of up to 16,384
@@ -221,7 +245,7 @@ class TorchTensorAdapter(StatsAdapterBase):
             finite = torch.isfinite(rows)
             # amax/amin rather than aminmax(dim=): the most widely implemented reductions (torch_npu too)
             return torch.stack((  # float64: the norm's dtype promotes the rest (exactly)
-                rows.amax(dim=1), rows.amin(dim=1), rows.mean(dim=1),
+                rows.amax(dim=1), rows.amin(dim=1), rows.mean(dim=1, dtype=torch.float64),  # finite near 3e38
                 torch.linalg.vector_norm(rows, dim=1, dtype=torch.float64),
                 torch.where(finite, rows, -torch.inf).amax(dim=1), torch.where(finite, rows, torch.inf).amin(dim=1),
             ), dim=1).view(-1)  # a view: the stack is contiguous
@@ -409,7 +433,11 @@ def _host_stats(tensor: torch.Tensor) -> HostCopy | TensorStats:
     if flat.dtype != torch.float32:
         flat = flat.float() if flat.dtype == torch.float16 else flat.double()
     low, high = torch.aminmax(flat)
-    high, low, total, norm = torch.stack((high, low, flat.sum(), _norm(flat, t.shape))).tolist()
+    high, low = high.item(), low.item()  # on the CPU: nothing to wait for
+    if flat.dtype == torch.float32 and math.isfinite(high + low) and not exact_in_float32(max(high, -low)):
+        total, norm = (flat.sum(dtype=torch.float64).item(), torch.linalg.vector_norm(flat, dtype=torch.float64).item())
+    else:
+        total, norm = torch.stack((flat.sum(), _norm(flat, t.shape))).tolist()
     stats = TensorStats(high, low, total / flat.numel(), norm)
     return with_finite_extremes(stats, _host_values(flat))
 
