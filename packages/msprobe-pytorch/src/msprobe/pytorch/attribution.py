@@ -1,11 +1,12 @@
 """PyTorch's half of replay attribution (``compare --attribute``, :mod:`msprobe.core.compare.attribution`).
 
-One API call is rebuilt from the bench dump's record with run_ut's machinery — the callable from the
-same table the interceptor names calls with (:func:`~msprobe.pytorch.run_ut.replay.resolve`), the
-arguments from the saved files (:class:`~msprobe.pytorch.run_ut.inputs.TensorSource`) — and run once on
-the current device with each tensor cast to the dtype the **target** run recorded for it. An API the
-target ran under autocast (float32 inputs, bfloat16/float16 outputs) runs in the output dtype, as
-autocast did. What cannot be replayed says why instead of failing the comparison.
+One API call is rebuilt from a dump record with run_ut's machinery — the callable from the same table
+the interceptor names calls with (:func:`~msprobe.pytorch.run_ut.replay.resolve`), the arguments from
+the saved files (:class:`~msprobe.pytorch.run_ut.inputs.TensorSource`) — and run once on the current
+device with each tensor cast to the dtype the **target** run recorded for it. Attribution asks for two
+replays of each suspect: on the bench's inputs and on the target's own. An API the target ran under
+autocast (float32 inputs, bfloat16/float16 outputs) runs in the output dtype, as autocast did. What
+cannot be replayed says why instead of failing the comparison.
 """
 
 from __future__ import annotations
@@ -66,20 +67,21 @@ class TorchReplay:
         return [_as_numpy(t) for t in outputs]
 
     def _run(self, request: ReplayRequest, func: Any) -> list[torch.Tensor]:
-        args_v, kwargs_v = request.bench_record.get("input_args") or [], request.bench_record.get("input_kwargs") or {}
+        inputs = request.inputs_record
+        args_v, kwargs_v = inputs.get("input_args") or [], inputs.get("input_kwargs") or {}
         if not isinstance(args_v, list) or not isinstance(kwargs_v, dict):
             raise Unreplayable("input_args/input_kwargs are not a list and an object")
-        bench_values: list[dict] = []
+        input_values: list[dict] = []
         target_values: list[dict] = []
-        collect_tensor_values([args_v, kwargs_v], bench_values)
+        collect_tensor_values([args_v, kwargs_v], input_values)
         target = request.target_record
         collect_tensor_values([target.get("input_args") or [], target.get("input_kwargs") or {}], target_values)
-        if len(bench_values) != len(target_values):
+        if len(input_values) != len(target_values):
             raise Unreplayable(f"the target records {len(target_values)} input tensors, the bench "
-                               f"{len(bench_values)}")
-        source = TensorSource(request.bench_tensor_dir, 0, request.loader)
-        base = [source.tensor(b, _NO_GENERATION).to(torch_dtype(t.get("dtype")))
-                for b, t in zip(bench_values, target_values)]
+                               f"{len(input_values)}")
+        source = TensorSource(request.inputs_dir, 0, request.loader)
+        base = [source.tensor(v, _NO_GENERATION).to(torch_dtype(t.get("dtype")))
+                for v, t in zip(input_values, target_values)]
         side = Side(self.torch_device, base, [], autocast_dtype(request.target_record, base), upcast=False,
                      inplace=is_inplace(split_name(request.entry)[1]))
         _, flat = side.run(func, args_v, kwargs_v, grad=False)

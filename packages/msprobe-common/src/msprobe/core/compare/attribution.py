@@ -2,18 +2,25 @@
 
 Once two runs drift apart every later output differs too, so "the first row beyond rounding" may be an
 op that merely inherited the error. With tensor dumps of both runs the question can be answered by
-experiment: replay the API on the current device, at the **target's** (NPU side's) dtype, on the
-**bench** side's saved inputs. With ``t`` the target's output, ``b`` the bench's and ``r`` the replay,
-the output error splits exactly into ``t − b = (r − b) + (t − r)``:
+experiment: replay the API on the current device at the **target's** (NPU side's) dtype twice, once on
+the **bench** side's saved inputs (``rb``) and once on the **target's** own saved inputs (``rt``). With
+``t`` the target's output and ``b`` the bench's, the output error splits exactly into
+``t − b = (t − rt) + (rt − rb) + (rb − b)``:
 
-- **introduced** ``r − b``: what the target's op does to correct inputs (its kernel and dtype);
-- **inherited** ``t − r``: the rest, which comes from the target's inputs differing from the bench's.
+- **kernel** ``t − rt``: the target's kernel against this device's on identical inputs — what the
+  target's kernel made (measured against *this* device's kernel: on another kind of device it also
+  holds the two devices' rounding differences);
+- **inherited** ``rt − rb``: what the difference between the two runs' inputs makes through the op;
+- **dtype** ``rb − b``: what the target's dtype (this device's kernel at that dtype) does to the bench's
+  inputs.
 
 Each part gets the row's measures — relative error of norm ‖·‖/‖b‖, cosine, max abs — and an
 ``excess`` by the first-divergence rule (:mod:`.rounding`): its norm over slack · u · S with the row's
-own u, slack and S, so the two excesses of a row bound its excess from above (triangle inequality).
-Verdict: ``local`` when only the introduced part is beyond rounding, ``inherited`` when only the
-inherited part is, ``mixed`` when both are, or when neither is alone but together they are.
+own u, slack and S, so the three excesses of a row bound its excess from above (triangle inequality).
+Verdict: ``local`` when only kernel or dtype are beyond rounding, ``inherited`` when only the inherited
+part is, ``mixed`` when both kinds are, or when no part is alone. An API whose inputs pass the rounding
+rule is never ``inherited`` or ``mixed``: the inputs' rounding that the op amplifies is then a cause made
+here (``input rounding``). A local verdict names its causes (``local (target's kernel)``).
 
 The suspects are the first N forward API entries with a diverging output, in execution order (module
 entries are containers, not replayable; backward entries are not replayed; optimizer calls are left out
@@ -50,6 +57,10 @@ from msprobe.core.log import logger
 from msprobe.core.naming import parse_name
 
 LOCAL, INHERITED, MIXED = "local", "inherited", "mixed"
+KERNEL, DTYPE = "kernel", "dtype"
+PARTS = (KERNEL, DTYPE, INHERITED)  # the three shares of an output's error, in the reports' column order
+CAUSES = {KERNEL: "target's kernel", DTYPE: "dtype", INHERITED: "inherited"}
+AMPLIFIED = "input rounding"  # the inherited part of an API whose inputs pass: rounding the op amplifies
 DEFAULT_LIMIT = 10
 NEEDS_TENSORS = "needs tensors"
 CONFIG_NAME = "attribution_dump_config.json"
@@ -58,14 +69,16 @@ _STEP_DIR, _RANK_DIR = re.compile(r"step(\d+)"), re.compile(r"rank(\d+)")
 
 @dataclass(frozen=True)
 class ReplayRequest:
-    """One API call to replay: the target's entry name and record (its dtypes), and the bench's record
-    with the directory of its tensor files (the inputs), plus the loader of those files."""
+    """One API call to replay: the target's entry name and record (the dtypes to run at), and the record
+    whose inputs to run it on — the bench's or the target's (``inputs``) — with the directory of its
+    tensor files, plus the loader of those files."""
 
     entry: str
     target_record: dict
-    bench_record: dict
-    bench_tensor_dir: Path
+    inputs_record: dict
+    inputs_dir: Path
     loader: Callable[[Path, TensorSpec], np.ndarray]
+    inputs: str = "bench"  # whose inputs: "bench" or "target"
 
 
 class Replay(Protocol):
@@ -88,13 +101,36 @@ class ErrorShare:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """local / inherited / mixed, and the parts beyond rounding that make it (:data:`CAUSES` names)."""
+
+    name: str
+    causes: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """``local (target's kernel)``, ``inherited``, ``mixed (dtype, inherited)``."""
+        if self.name == INHERITED:
+            return self.name
+        return f"{self.name} ({', '.join(self.causes) or 'no part alone beyond rounding'})"
+
+
+@dataclass(frozen=True)
 class OutputAttribution:
     """The split of one output row."""
 
     row: RowResult
-    introduced: ErrorShare
+    kernel: ErrorShare
+    dtype: ErrorShare
     inherited: ErrorShare
-    verdict: str
+    judged: Verdict
+
+    @property
+    def verdict(self) -> str:
+        return self.judged.name
+
+    def shares(self) -> list[ErrorShare]:
+        return [getattr(self, part) for part in PARTS]
 
 
 @dataclass
@@ -102,16 +138,26 @@ class EntryAttribution:
     """One suspect: its verdict and per-output split, or the reason it was not replayed."""
 
     suspect: Divergence
-    verdict: str = ""  # local / inherited / mixed; "" when not replayed
+    judged: Verdict | None = None  # None when not replayed
     reason: str = ""  # why it was not replayed
     outputs: list[OutputAttribution] = field(default_factory=list)
+    inputs_pass: bool = False  # no input row of the entry is beyond rounding
 
     @property
     def entry(self) -> str:
         return self.suspect.entry
 
+    @property
+    def verdict(self) -> str:
+        """local / inherited / mixed; "" when not replayed."""
+        return self.judged.name if self.judged else ""
+
+    @property
+    def label(self) -> str:
+        return self.judged.label if self.judged else ""
+
     def worst(self, part: str) -> ErrorShare | None:
-        """The output share (``introduced`` / ``inherited``) with the largest excess."""
+        """The output share (``kernel`` / ``dtype`` / ``inherited``) with the largest excess."""
         shares = [getattr(o, part) for o in self.outputs]
         return max(shares, key=lambda s: -1.0 if s.excess is None else s.excess, default=None)
 
@@ -131,6 +177,14 @@ class Attribution:
     def first_local(self) -> EntryAttribution | None:
         return next((e for e in self.entries if e.verdict == LOCAL), None)
 
+    @property
+    def method(self) -> str:
+        """How the parts were measured, for the log and the reports."""
+        return (f"replayed on {self.device} at the target's dtype, on the bench's inputs and on the target's own: "
+                f"target's kernel = target output vs the replay on the target's inputs (measured against "
+                f"{self.device}'s kernel), inherited = replay on the target's inputs vs on the bench's, "
+                f"dtype = replay on the bench's inputs vs bench output")
+
     def of_row(self, row: RowResult) -> tuple[EntryAttribution, OutputAttribution | None] | None:
         """The suspect a report row belongs to and the row's own split (None for its input rows)."""
         for entry in self.entries:
@@ -139,12 +193,18 @@ class Attribution:
         return None
 
 
-def verdict_of(introduced: float | None, inherited: float | None) -> str:
-    """local / inherited / mixed from the two excesses (see the module docstring)."""
-    local, carried = (introduced or 0.0) > 1, (inherited or 0.0) > 1
-    if local != carried:
-        return LOCAL if local else INHERITED
-    return MIXED
+def verdict_of(kernel: float | None, dtype: float | None, inherited: float | None, inputs_pass: bool) -> Verdict:
+    """The verdict from the three excesses (see the module docstring)."""
+    excess = {KERNEL: kernel or 0.0, DTYPE: dtype or 0.0, INHERITED: inherited or 0.0}
+    made_here = tuple(CAUSES[p] for p in (KERNEL, DTYPE) if excess[p] > 1)
+    carried = excess[INHERITED] > 1
+    if inputs_pass:
+        return Verdict(LOCAL, made_here + ((AMPLIFIED,) if carried else ()))
+    if made_here and not carried:
+        return Verdict(LOCAL, made_here)
+    if carried and not made_here:
+        return Verdict(INHERITED, (CAUSES[INHERITED],))
+    return Verdict(MIXED, made_here + ((CAUSES[INHERITED],) if carried else ()))
 
 
 def suspects(results: list[RowResult], stacks: dict[str, list[str]], limit: int) -> list[Divergence]:
@@ -189,35 +249,41 @@ def _attribute_entry(suspect: Divergence, results: list[RowResult], npu: DumpFil
                      loader: Callable[[Path, TensorSpec], np.ndarray], replay: Replay,
                      allowance: float) -> EntryAttribution:
     rows = _entry_rows(results, suspect)
+    inputs_pass = not any(r.diverges for r in rows if r.part == "input")
     outputs = [r for r in rows if r.part == "output" and r.npu is not None and r.bench is not None
                and r.npu.is_tensor and r.bench.is_tensor and r.tensor is not None and not r.tensor.shape_mismatch]
     bench_entry = outputs[0].bench.entry if outputs else None  # type: ignore[union-attr]
     if bench_entry is None:
         return EntryAttribution(suspect, reason="no output tensor is compared on both sides")
-    request = ReplayRequest(suspect.entry, npu.entries[suspect.entry], bench.entries[bench_entry],
-                            bench.tensor_dir, loader)
-    replayed = replay(request)
-    if isinstance(replayed, str):
-        return EntryAttribution(suspect, reason=replayed)
-    order = [row.suffix for row in flatten_entry(bench_entry, request.bench_record)
-             if row.part == "output" and row.is_tensor]
-    if len(replayed) != len(order):
-        return EntryAttribution(suspect, reason=f"the replay gave {len(replayed)} output tensors, the bench dump "
-                                                f"records {len(order)}")
+    target_record, bench_record = npu.entries[suspect.entry], bench.entries[bench_entry]
+    order = [row.suffix for row in flatten_entry(bench_entry, bench_record) if row.part == "output" and row.is_tensor]
+    replays = {}
+    for side, record, tensor_dir in (("bench", bench_record, bench.tensor_dir), ("target", target_record,
+                                                                               npu.tensor_dir)):
+        replayed = replay(ReplayRequest(suspect.entry, target_record, record, tensor_dir, loader, side))
+        if isinstance(replayed, str):
+            return EntryAttribution(suspect, reason=replayed if side == "bench" else f"on the target's inputs: "
+                                                                                     f"{replayed}")
+        if len(replayed) != len(order):
+            return EntryAttribution(suspect, reason=f"the replay on the {side}'s inputs gave {len(replayed)} output "
+                                                    f"tensors, the bench dump records {len(order)}")
+        replays[side] = replayed
     split = []
     for row in outputs:
         pair = _load_pair(row, npu, bench, loader)
         if isinstance(pair, str):
             return EntryAttribution(suspect, reason=pair)
-        again = replayed[order.index(row.bench.suffix)]  # type: ignore[union-attr]
-        if np.size(again) != np.size(pair[1]):
+        index = order.index(row.bench.suffix)  # type: ignore[union-attr]
+        again = [replays[side][index] for side in ("bench", "target")]
+        wrong = next((a for a in again if np.size(a) != np.size(pair[1])), None)
+        if wrong is not None:
             return EntryAttribution(suspect, reason=f"the replay's {row.bench.suffix} has shape "  # type: ignore
-                                                    f"{list(np.shape(again))}, the bench's {list(np.shape(pair[1]))}")
-        split.append(split_output(row, *pair, again, allowance))
-    if all(o.introduced.excess is None and o.inherited.excess is None for o in split):
+                                                    f"{list(np.shape(wrong))}, the bench's {list(np.shape(pair[1]))}")
+        split.append(split_output(row, *pair, *again, allowance, inputs_pass))
+    if all(s.excess is None for o in split for s in o.shares()):
         return EntryAttribution(suspect, reason="its outputs have no elements finite on both sides to measure")
-    attributed = EntryAttribution(suspect, outputs=split)
-    attributed.verdict = verdict_of(*(_excess(attributed.worst(p)) for p in ("introduced", "inherited")))
+    attributed = EntryAttribution(suspect, outputs=split, inputs_pass=inputs_pass)
+    attributed.judged = verdict_of(*(_excess(attributed.worst(p)) for p in PARTS), inputs_pass)
     return attributed
 
 
@@ -248,16 +314,20 @@ def _load_pair(row: RowResult, npu: DumpFile, bench: DumpFile,
     return arrays[0], arrays[1]
 
 
-def split_output(row: RowResult, target: np.ndarray, bench: np.ndarray, replayed: np.ndarray,
-                 allowance: float) -> OutputAttribution:
-    """introduced = replay vs bench, inherited = target vs replay, in the row's measures and scale."""
-    if tuple(np.shape(replayed)) != tuple(np.shape(bench)) and np.size(replayed) == np.size(bench):
-        replayed = np.reshape(replayed, np.shape(bench))  # a 0-d result the dump saved as [1]
+def split_output(row: RowResult, target: np.ndarray, bench: np.ndarray, on_bench: np.ndarray,
+                 on_target: np.ndarray, allowance: float, inputs_pass: bool) -> OutputAttribution:
+    """kernel = target vs replay on the target's inputs, dtype = replay on the bench's inputs vs bench,
+    inherited = the two replays' difference; in the row's measures and scale."""
+    on_bench, on_target = (np.reshape(r, np.shape(bench)) if np.shape(r) != np.shape(bench) else r
+                           for r in (on_bench, on_target))  # a 0-d result the dump saved as [1]
     scale = row.tensor.scale_norm if row.tensor is not None else None
     bench_norm = row.tensor.bench.norm if row.tensor is not None else None
-    introduced = _share(replayed, bench, bench_norm, allowance * (scale or 0.0))
-    inherited = _share(target, replayed, bench_norm, allowance * (scale or 0.0))
-    return OutputAttribution(row, introduced, inherited, verdict_of(introduced.excess, inherited.excess))
+    allowed = allowance * (scale or 0.0)
+    kernel = _share(target, on_target, bench_norm, allowed)
+    dtype = _share(on_bench, bench, bench_norm, allowed)
+    inherited = _share(on_target, on_bench, bench_norm, allowed)
+    return OutputAttribution(row, kernel, dtype, inherited,
+                             verdict_of(kernel.excess, dtype.excess, inherited.excess, inputs_pass))
 
 
 def _share(a: np.ndarray, b: np.ndarray, bench_norm: float | None, allowed: float) -> ErrorShare:
@@ -293,12 +363,14 @@ def dump_config(chosen: list[Divergence], npu_json: Path) -> dict[str, Any]:
 
 
 def describe(entry: EntryAttribution) -> str:
-    """``local: introduced here 0.25 of the bench output's norm (32x rounding), inherited 0.004 (0.5x)``,
-    or why the entry was not replayed; names come from the dumps, so the caller escapes the line."""
-    if not entry.verdict:
+    """``local (target's kernel): relative to the bench output's norm, target's kernel 0.1 (2.9x rounding), dtype
+    0 (0x rounding), inherited 0 (0x rounding); its inputs pass``, or why the entry was not replayed; names come
+    from the dumps, so the caller escapes the line."""
+    if not entry.judged:
         return f"not replayed: {entry.reason}"
-    introduced, inherited = entry.worst("introduced"), entry.worst("inherited")
-    return f"{entry.verdict}: introduced here {_numbers(introduced)}, inherited {_numbers(inherited)}"
+    parts = ", ".join(f"{CAUSES[p]} {_numbers(entry.worst(p))}" for p in PARTS)
+    passing = "; its inputs pass" if entry.inputs_pass else ""
+    return f"{entry.label}: relative to the bench output's norm, {parts}{passing}"
 
 
 def _numbers(share: ErrorShare | None) -> str:
@@ -307,7 +379,7 @@ def _numbers(share: ErrorShare | None) -> str:
     if math.isinf(share.norm_rel):
         return "inf/nan where the other side is finite"
     excess = "n/a" if share.excess is None else f"{share.excess:.3g}x rounding"
-    return f"{share.norm_rel:.3g} of the bench output's norm ({excess})"
+    return f"{share.norm_rel:.3g} ({excess})"
 
 
 def log_attribution(attribution: Attribution) -> None:
@@ -321,8 +393,8 @@ def log_attribution(attribution: Attribution) -> None:
                        len(attribution.entries), printable(attribution.config_path),
                        json.dumps(attribution.config, indent=2))  # JSON escapes every control character
         return
-    logger.info("attribution: replayed the first %d diverging forward APIs on %s at the target's dtype with "
-                "the bench's inputs", len(attribution.entries), attribution.device)
+    logger.info("attribution: the first %d diverging forward APIs %s", len(attribution.entries),
+                printable(attribution.method))
     for entry in attribution.entries:
         logger.info("attribution: %s %s", printable(entry.entry), printable(describe(entry)))
     if attribution.first_local is None:

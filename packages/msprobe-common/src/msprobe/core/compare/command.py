@@ -89,8 +89,9 @@ def compare_command(loader_factory: Callable[[], TensorLoader],
         _configure(parser)
         if replay_factory is not None:
             parser.add_argument("--attribute", nargs="?", const=DEFAULT_LIMIT, default=0, type=_attribute,
-                                metavar="N", help=f"replay the first N (default {DEFAULT_LIMIT}) diverging APIs with "
-                                                  f"the bench's inputs: introduced here, or inherited?")
+                                metavar="N", help=f"replay the first N (default {DEFAULT_LIMIT}) diverging APIs on the "
+                                                  f"bench's and the target's inputs: made by the target's kernel, "
+                                                  f"the dtype, or inherited?")
 
     def run(args: argparse.Namespace) -> int:
         try:

@@ -51,7 +51,7 @@ def announce(result: CompareResult, paths: dict[str, Path]) -> None:
         log_attribution(result.attribution)
     local = result.attribution.first_local if result.attribution is not None else None
     if found is not None and local is not None:
-        logger.warning("first divergence: %s (the earliest API whose replay with the bench's inputs is %s) at %s",
+        logger.warning("first divergence: %s (the earliest API the replays find made here — %s) at %s",
                        printable(found.entry), printable(describe(local)), where(found))
     elif found is not None:
         how = "its inputs pass" if found.inputs_pass else "its inputs already diverge"

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.compare.attribution import ErrorShare, describe
+from msprobe.core.compare.attribution import CAUSES, PARTS, ErrorShare, describe
 from msprobe.core.compare.divergence import Divergence, worst_rows
 from msprobe.core.compare.escape import script_literal
 from msprobe.core.compare.result import CompareResult
@@ -110,7 +110,7 @@ def _divergence_section(result: CompareResult) -> str:
            else "its inputs already diverge; no entry has diverging outputs with passing inputs")
     local = result.attribution.first_local if result.attribution is not None else None
     if local is not None and local.entry == found.entry:
-        how = f"the earliest API whose replay with the bench's inputs is {_e(describe(local))}"
+        how = f"the earliest API the replays find made here — {_e(describe(local))}"
     stack = "".join(f"<pre>{_e(frame)}</pre>" for frame in found.stack) or "<p>No stack recorded.</p>"
     return (f'<div class="box"><b>First divergence: {_e(found.entry)}</b> (row {found.position + 1}; {how})'
             f"<ul>{_entry_rows(found)}</ul><b>Stack</b>{stack}{rule}</div>")
@@ -134,14 +134,13 @@ def _attribution_section(result: CompareResult) -> str:
     local = found.first_local
     if local is not None:
         chain = [e for e in chain if e.suspect.position >= local.suspect.position]
-    links = " → ".join(f"{_e(e.entry)} <b>({_e(e.verdict)})</b>" for e in reversed(chain))
-    rows = [[e.entry, e.verdict or "not replayed", *_share_text(e.worst("introduced")),
-             *_share_text(e.worst("inherited")), e.reason] for e in found.entries]
-    header = ["API", "verdict", "introduced: rel. norm err", "introduced: × rounding", "inherited: rel. norm err",
-              "inherited: × rounding", "why not replayed"]
-    return (f"{head}<p>The first {len(found.entries)} diverging forward APIs (at most {found.limit}), each replayed "
-            f"on {_e(found.device)} at the target's dtype with the bench's saved inputs: <i>introduced</i> = replay "
-            f"vs bench output, <i>inherited</i> = target vs replay. Chain, last to first:</p><p>{links or 'none'}</p>"
+    links = " → ".join(f"{_e(e.entry)} <b>({_e(e.label)})</b>" for e in reversed(chain))
+    rows = [[e.entry, e.label or "not replayed", *(c for p in PARTS for c in _share_text(e.worst(p))), e.reason]
+            for e in found.entries]
+    header = ["API", "verdict", *(f"{CAUSES[p]}: {m}" for p in PARTS for m in ("rel. norm err", "× rounding")),
+              "why not replayed"]
+    return (f"{head}<p>The first {len(found.entries)} diverging forward APIs (at most {found.limit}), each "
+            f"{_e(found.method)}. Chain, last to first:</p><p>{links or 'none'}</p>"
             f"{_small_table(header, rows, [''] * len(rows))}")
 
 

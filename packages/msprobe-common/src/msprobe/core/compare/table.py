@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from msprobe.core.compare.attribution import NEEDS_TENSORS, Attribution, ErrorShare
+from msprobe.core.compare.attribution import NEEDS_TENSORS, PARTS, Attribution, ErrorShare
 from msprobe.core.compare.metrics import Stats
 from msprobe.core.compare.rows import Row
 from msprobe.core.compare.verdict import STAT_KEYS, RowResult
@@ -24,7 +24,7 @@ STACK = "NPU_Stack_Info"
 PERCENT_COLUMNS = {"summary": set(SUMMARY_RELS)}
 # --attribute: after 1.1.1's columns, so tools reading those by position still find them
 SHARE_MEASURES = ["NormRelErr", "Cosine", "MaxAbsErr", "Excess"]
-ATTRIBUTION = ["Attribution", *(f"{part} {m}" for part in ("Introduced", "Inherited") for m in SHARE_MEASURES)]
+ATTRIBUTION = ["Attribution", *(f"{part.capitalize()} {m}" for part in PARTS for m in SHARE_MEASURES)]
 
 
 def columns(mode: str, with_stack: bool) -> list[str]:
@@ -131,7 +131,7 @@ def attribution_columns(attribution: Attribution | None) -> list[str]:
 
 def attribution_cells(attribution: Attribution | None, result: RowResult) -> list[Any]:
     """A row's attribution cells: blank outside the suspects; on a suspect's output rows the row's verdict
-    and both error shares (or why the API was not replayed); its input rows name only the entry's verdict."""
+    and its three error shares (or why the API was not replayed); its input rows name only the entry's verdict."""
     if attribution is None:
         return []
     blank = [""] * (len(ATTRIBUTION) - 1)
@@ -140,11 +140,11 @@ def attribution_cells(attribution: Attribution | None, result: RowResult) -> lis
         return ["", *blank]
     entry, split = found
     if split is not None:
-        return [split.verdict, *_share_cells(split.introduced), *_share_cells(split.inherited)]
+        return [split.judged.label, *(cell for share in split.shares() for cell in _share_cells(share))]
     if not entry.verdict:
         text = NEEDS_TENSORS if attribution.config is not None else f"not replayed: {entry.reason}"
         return [text if result.part == "output" else "", *blank]
-    return [f"API: {entry.verdict}" if result.part == "input" else "", *blank]
+    return [f"API: {entry.label}" if result.part == "input" else "", *blank]
 
 
 def _share_cells(share: ErrorShare) -> list[Any]:
