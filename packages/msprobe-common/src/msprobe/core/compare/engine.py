@@ -28,7 +28,7 @@ from msprobe.core.compare.progress import Progress
 from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_stack
 from msprobe.core.compare.report import write_reports
 from msprobe.core.compare.result import CompareResult
-from msprobe.core.compare.rounding import judge_entry, run_unit
+from msprobe.core.compare.rounding import judge_entries, run_unit
 from msprobe.core.compare.rows import flatten_entry
 from msprobe.core.compare.shards import Source, SourceError, describe, load_source, tensor_source
 from msprobe.core.compare.tensorfile import TensorSpec
@@ -203,9 +203,10 @@ def judge_results(results: list[RowResult], npu: DumpFile, bench: DumpFile, load
         compute_tensor_rows(results, pending, npu, bench, loader, options)
     unit = run_unit(results)
     cross = is_cross_framework(npu, bench)
-    for _, rows in group_by_entry(results):
+    groups = [rows for _, rows in group_by_entry(results)]
+    for rows in groups:
         highlight_entry(rows)
-        judge_entry(rows, unit, cross)
+    judge_entries(groups, unit, cross)
     return unit
 
 

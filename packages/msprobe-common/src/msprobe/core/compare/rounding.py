@@ -25,6 +25,20 @@ and pass a 5% weight error. The first divergence is chosen by this rule instead:
   against fp32 stayed within 3.6 units, gradients within 70 (they carry every activation's error,
   and BatchNorm's backward and sums over the batch cancel), while scaling one weight by 1.05 moves
   its layer's output by 12 to 13 units. Forward 8, backward 128: twice the worst seen.
+- **carried rounding**: an output may also differ by what its inputs already carry. Each input row
+  of the entry that passes (excess at most 1) has a measured relative deviation ρ = its excess × slack
+  · u (its difference over its own scale); the output's allowance for a measure (the tensor's norm, or
+  one statistic) grows by ρ · max(S_in, S_out), S_in and S_out the input's and the output's scale for
+  that measure: an op that grows its input passes on the relative deviation, one that shrinks it (a
+  hardswish cutting a BatchNorm output's negative half, a pooling) passes on the absolute deviation,
+  which is a larger fraction of its smaller output (issue 27: mobilenet_v3's hardswish after a
+  BatchNorm over 8 values per channel). ρ is measured (the input's largest difference over its scale),
+  not allowed, so a carry grows only as far as real deviations do. The largest carry over the inputs
+  counts. An input beyond
+  rounding carries nothing: it is a divergence of its own, and carrying it would hide a faulted weight.
+- an input that an earlier entry output (same dtype and statistics on both sides) is that output and
+  has its excess; an input no recorded call produced (a parameter, a buffer, the batch) is judged by
+  itself and marked ``entering``: the first divergence says when the divergence enters through one.
 - inf/nan at different positions (or a statistic finite on one side only) always diverge; rows
   that could not be compared (unreadable, one-sided, different shapes) never do.
 
@@ -35,6 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from msprobe.core.compare.metrics import stat_of
 from msprobe.core.compare.rows import Row
@@ -89,14 +104,73 @@ def _is_backward(entry: str) -> bool:
         return False
 
 
-def judge_entry(rows: list[RowResult], unit: float, cross_framework: bool = False) -> None:
-    """Set ``excess`` on every row of one entry (a backward entry's rows share its input scale as a floor)."""
+Signature = tuple
+
+
+def signature(result: RowResult) -> Signature | None:
+    """What identifies a tensor value across entries: both sides' dtype and statistics (a view or reshape
+    keeps them; the shape is left out). None when a side records no statistics."""
+    sides = []
+    for row in (result.npu, result.bench):
+        if row is None or not row.is_tensor:
+            return None
+        stats = tuple(row.value.get(k) for k in (*STAT_KEYS, "md5"))
+        if all(v is None for v in stats[:4]):
+            return None
+        sides.append((row.value.get("dtype"), stats))
+    return tuple(sides)
+
+
+def judge_entries(entries: Iterable[list[RowResult]], unit: float, cross_framework: bool = False) -> None:
+    """Judge every entry in execution order: an input that an earlier entry output is that output, and
+    takes its excess (judged with what its own inputs carried); an input that no earlier entry output
+    (a parameter, a buffer, the batch) is judged by itself and marked ``entering``."""
+    produced: dict[Signature, float | None] = {}
+    for rows in entries:
+        judge_entry(rows, unit, cross_framework, produced)
+        for result in rows:
+            key = signature(result) if result.part == "output" else None
+            if key is not None:
+                produced.setdefault(key, result.excess)
+
+
+def judge_entry(rows: list[RowResult], unit: float, cross_framework: bool = False,
+                produced: dict[Signature, float | None] | None = None) -> None:
+    """Set ``excess`` on every row of one entry: inputs first (``produced``: the excess of the earlier
+    outputs by :func:`signature`), then the other rows with the rounding the passing inputs carry (a
+    backward entry's rows share its input scale as a floor)."""
     backward = _is_backward(rows[0].entry)
     allowance = unit * (BACKWARD_SLACK if backward else FORWARD_SLACK) * (CROSS_FRAMEWORK_SLACK if cross_framework
                                                                           else 1.0)
-    floor = max((_own_scale(r) for r in rows if r.part == "input"), default=0.0) if backward else 0.0
+    inputs = [r for r in rows if r.part == "input"]
+    floor = max((_own_scale(r) for r in inputs), default=0.0) if backward else 0.0
+    for result in inputs:
+        key = signature(result) if produced is not None else None
+        if key is not None and key in produced:
+            result.excess = produced[key]
+        else:
+            result.excess = excess(result, allowance, floor)
+            result.entering = key is not None
+    carried = [Carried(deviation, _scales(r, floor)) for r in inputs
+               if r.excess is not None and r.excess <= 1 and (deviation := _deviation(r, floor))]
     for result in rows:
-        result.excess = excess(result, allowance, floor)
+        if result.part != "input":
+            result.excess = excess(result, allowance, floor, carried)
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What one passing input brings to its entry's outputs: its relative deviation and its scales."""
+
+    deviation: float  # the input's largest difference over its own scale (:func:`_deviation`)
+    scales: dict[str, float]  # its scale per measure: "Norm" (tensor norm), "Max", "Min", "Mean"
+
+    def allowance(self, measure: str, out_scale: float) -> float:
+        return self.deviation * max(self.scales.get(measure, 0.0), out_scale)
+
+
+def _carry(carried: list[Carried], measure: str, out_scale: float) -> float:
+    return max((c.allowance(measure, out_scale) for c in carried), default=0.0)
 
 
 def _finite_abs(*values: float | None) -> float:
@@ -119,15 +193,18 @@ def _ratio(diff: float, allowance: float) -> float:
     return diff / allowance
 
 
-def excess(result: RowResult, allowance: float, floor: float = 0.0) -> float | None:
-    """The row's difference over ``allowance`` (slack · unit) times its scale; None where no number applies
-    (one-sided rows, md5 mode, unreadable tensors, different shapes, non-numeric values)."""
+def excess(result: RowResult, allowance: float, floor: float = 0.0, carried: list[Carried] | None = None
+           ) -> float | None:
+    """The row's difference over ``allowance`` (slack · unit) times its scale, plus the rounding ``carried``
+    in by the entry's passing inputs; None where no number applies (one-sided rows, md5 mode, unreadable
+    tensors, different shapes, non-numeric values)."""
+    carried = carried or []
     npu, bench = result.npu, result.bench
     if npu is None or bench is None or result.mode == "md5" or npu.is_tensor != bench.is_tensor:
         return None
     if npu.is_tensor:
         if result.mode == "summary":
-            return _stats_excess(npu, bench, allowance, floor)
+            return _stats_excess(npu, bench, allowance, floor, carried)
         metrics = result.tensor
         if metrics is None or metrics.shape_mismatch:
             return None
@@ -135,11 +212,13 @@ def excess(result: RowResult, allowance: float, floor: float = 0.0) -> float | N
             return math.inf
         if metrics.diff_norm is None:
             return None
-        return _ratio(metrics.diff_norm, allowance * max(metrics.scale_norm or 0.0, floor))
-    return _value_excess(npu.value, bench.value, allowance, floor)
+        scale = max(metrics.scale_norm or 0.0, floor)
+        return _ratio(metrics.diff_norm, allowance * scale + _carry(carried, "Norm", scale))
+    return _value_excess(npu.value, bench.value, allowance, floor, carried)
 
 
-def _value_excess(npu: object, bench: object, allowance: float, floor: float) -> float | None:
+def _value_excess(npu: object, bench: object, allowance: float, floor: float, carried: list[Carried]
+                  ) -> float | None:
     """Floating-point scalars (``Tensor.item()``, float arguments) by the same rule; other values have none."""
     a = npu.get("value") if isinstance(npu, dict) else npu
     b = bench.get("value") if isinstance(bench, dict) else bench
@@ -150,7 +229,8 @@ def _value_excess(npu: object, bench: object, allowance: float, floor: float) ->
     a, b = _as_float(a), _as_float(b)
     if not (math.isfinite(a) and math.isfinite(b)):
         return 0.0 if a == b or (math.isnan(a) and math.isnan(b)) else math.inf
-    return _ratio(abs(a - b), allowance * max(abs(a), abs(b), floor))
+    scale = max(abs(a), abs(b), floor)
+    return _ratio(abs(a - b), allowance * scale + _carry(carried, "Norm", scale))
 
 
 def _as_float(value: int | float) -> float:
@@ -174,15 +254,44 @@ def numel(value: dict) -> int | None:
     return count
 
 
-def _stats_excess(npu: Row, bench: Row, allowance: float, floor: float) -> float | None:
-    n_stats = [stat_of(npu.value, k) for k in STAT_KEYS]
-    b_stats = [stat_of(bench.value, k) for k in STAT_KEYS]
-    scale = max(_finite_abs(n_stats[3], b_stats[3]), floor)
+def _stat_pairs(npu: Row, bench: Row) -> list[tuple[str, float | None, float | None]]:
+    return [(k, stat_of(npu.value, k), stat_of(bench.value, k)) for k in STAT_KEYS]
+
+
+def _stat_scales(npu: Row, bench: Row, floor: float) -> dict[str, float]:
+    """The scale each statistic is judged against (see the module docstring)."""
+    stats = {k: (a, b) for k, a, b in _stat_pairs(npu, bench)}
+    scale = max(_finite_abs(*stats["Norm"]), floor)
     count = numel(bench.value) or numel(npu.value)
     rms = scale / math.sqrt(count) if count else scale
-    peak = _finite_abs(*n_stats[:2], *b_stats[:2])  # the tensor's largest magnitude, either side
+    peak = max(_finite_abs(*stats["Max"], *stats["Min"]), rms)  # the tensor's largest magnitude, either side
+    return {"Max": peak, "Min": peak, "Mean": rms, "Norm": scale}
+
+
+def _scales(result: RowResult, floor: float) -> dict[str, float]:
+    """An input row's scales per measure, for what it carries to the outputs; {} for non-tensor rows."""
+    npu, bench = result.npu, result.bench
+    if npu is None or bench is None or not (npu.is_tensor and bench.is_tensor):
+        return {}
+    if result.mode == "summary":
+        return _stat_scales(npu, bench, floor)
+    scale = max(result.tensor.scale_norm or 0.0, floor) if result.tensor is not None else 0.0
+    return {"Norm": scale} if scale else {}
+
+
+def _deviation(result: RowResult, floor: float) -> float:
+    """An input's measured relative deviation: its largest difference over that measure's scale (the
+    excess with an allowance of 1, and no carry); 0 where there is no number."""
+    if not _scales(result, floor):
+        return 0.0
+    deviation = excess(result, 1.0, floor)
+    return deviation if deviation is not None and math.isfinite(deviation) else 0.0
+
+
+def _stats_excess(npu: Row, bench: Row, allowance: float, floor: float, carried: list[Carried]) -> float | None:
+    scales = _stat_scales(npu, bench, floor)
     worst: float | None = None
-    for key, a, b in zip(STAT_KEYS, n_stats, b_stats):
+    for key, a, b in _stat_pairs(npu, bench):
         if a is None or b is None:
             continue
         if not (math.isfinite(a) and math.isfinite(b)):
@@ -190,7 +299,6 @@ def _stats_excess(npu: Row, bench: Row, allowance: float, floor: float) -> float
                 worst = worst or 0.0
                 continue
             return math.inf
-        own = scale if key == "Norm" else rms if key == "Mean" else max(peak, rms)
-        ratio = _ratio(abs(a - b), allowance * own)
+        ratio = _ratio(abs(a - b), allowance * scales[key] + _carry(carried, key, scales[key]))
         worst = ratio if worst is None else max(worst, ratio)
     return worst

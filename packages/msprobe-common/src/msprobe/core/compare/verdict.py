@@ -45,6 +45,7 @@ class RowResult:
     first_of_entry: bool = False  # 1.1.1 shows an entry's stack on its first row only
     excess: float | None = None  # difference / what rounding explains (compare.rounding); > 1 diverges
     not_compared: bool = False  # its tensor files are missing or unreadable
+    entering: bool = False  # an input no earlier entry output: a parameter, buffer or the batch (compare.rounding)
 
     @property
     def diverges(self) -> bool:
