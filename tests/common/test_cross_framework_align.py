@@ -289,3 +289,28 @@ def test_command_line_refuses_bad_mapping_files_before_work(tmp_path, msprobe_lo
     assert cli.main([*base, "-am", "-cm", "-lm"]) == 0  # 1.1.1's switches without files
     config.write_text(json.dumps({"npu_path": str(pt), "bench_path": str(pt)}))
     assert cli.main([*base, "-cm"]) == 2 and "is pytorch and bench_path" in msprobe_log.text()
+
+
+def test_rows_proven_different_stay_unpaired_with_the_reason(tmp_path):
+    """A shape that differs, or float32 value ranges that do not overlap, prove two rows are not one tensor:
+    both stay in the report, unpaired, each saying why; overlapping ranges pair (a difference to report)."""
+    far = {**tensor("pytorch", (3,)), "Max": 9.0, "Min": 8.0}
+    ms = dump(tmp_path / "ms", "mindspore", {
+        "Mint.add.0.forward": call("mindspore", [(3,), (3,)], [(3,)])})
+    pt = dump(tmp_path / "pt", "pytorch", {
+        "Torch.add.0.forward": {"input_args": [tensor("pytorch", (3,)), far], "input_kwargs": {},
+                                "output": [tensor("pytorch", (3,), mean=0.9)]}})
+    results = build_results(read_dump(ms), read_dump(pt), CompareOptions())
+    pairs = [(r.npu.name if r.npu else None, r.bench.name if r.bench else None) for r in results]
+    assert ("Mint.add.0.forward.output.0", "Torch.add.0.forward.output.0") in pairs
+    assert ("Mint.add.0.forward.input.1", None) in pairs and (None, "Torch.add.0.forward.input.1") in pairs
+    reasons = [m for r in results for m in r.messages if "do not overlap" in m]
+    assert len(reasons) == 2
+    from msprobe.core.compare.align import not_the_same
+    from msprobe.core.compare.rows import Row
+
+    def row(framework, shape):
+        return Row("E", "input.0", "input", tensor(framework, shape))
+
+    assert "shapes [2, 3] and [3, 2] differ" in not_the_same(row("mindspore", (2, 3)), row("pytorch", (3, 2)))
+    assert not_the_same(row("mindspore", ()), row("pytorch", (1,))) is None

@@ -51,3 +51,25 @@ def test_table_targets_and_name_lists_hold():
 def test_recorded_signatures_are_pytorchs(api):
     parameters = inspect.signature(getattr(F, api.split(".")[1])).parameters
     assert builtin().signatures[api] == list(parameters)[: len(builtin().signatures[api])]
+
+
+def test_shipped_signatures_are_the_installed_frameworks():
+    """framework_signatures.json is what tools/framework_signatures.py reads from the frameworks installed here."""
+    import importlib.util
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parents[2] / "tools" / "framework_signatures.py"
+    spec = importlib.util.spec_from_file_location("framework_signatures", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.OUT.read_text(encoding="utf-8") == module.render(module.generate())
+
+
+def test_layer_norm_primitive_pairs_by_name():
+    """LayerNorm(input_x, gamma, beta) against layer_norm(input, normalized_shape, weight, bias, eps)."""
+    from msprobe.core.framework_map import torch_suffix_for
+
+    assert list(inspect.signature(ops.LayerNorm.__call__).parameters)[1:] == ["input_x", "gamma", "beta"]
+    assert list(inspect.signature(F.layer_norm).parameters)[2:4] == ["weight", "bias"]
+    assert torch_suffix_for("Primitive.layer_norm.LayerNorm", "input.1") == "input.2"  # gamma is weight
+    assert torch_suffix_for("Primitive.layer_norm.LayerNorm", "input.2") == "input.3"  # beta is bias
