@@ -65,7 +65,7 @@ class EmitOrder:
 
     def started(self, capture: BackwardCapture) -> None:
         self._running.append(capture)
-        task = capture.task = _graph_task()
+        task = capture.task
         if task not in self._flush_queued:
             self._flush_queued.add(task)
             _engine.queue_callback(functools.partial(self._flush, task))
@@ -189,26 +189,34 @@ class BackwardCapture:
         return False
 
     # ---- backward side ------------------------------------------------------------------------
-    def _arrived(self) -> None:
-        """The first gradient of this backward pass: start afresh and tell the order."""
+    def _arrived(self) -> bool:
+        """The first gradient of this backward pass: start afresh and tell the order. False for a gradient
+        that arrives after the capture was reported in this pass: an output that is an input passed through
+        (T5's ``position_bias``) gets its gradient only once every use of that tensor, the call's own
+        consumers included, has run; it is not reported again."""
+        task = _graph_task()
+        if task == self.task:
+            return False
+        self.task = task
         self._started = True
         self.complete = False
         self._output_grads = [None] * self._outputs
         self._input_grads = [None] * self._input_count
         self._fired_outputs = self._fired_consumers = 0
         self._order.started(self)
+        return True
 
     def _output_arrived(self, index: int, grad: torch.Tensor) -> None:
-        if not self._started:
-            self._arrived()
+        if not self._started and not self._arrived():
+            return
         self._output_grads[index] = grad
         self._fired_outputs += 1
         if self._consumers == 0 and self._fired_outputs == self._hooked_outputs:
             self._finish()
 
     def _consumer_ran(self, pairs: tuple[tuple[int, int], ...], grad_inputs: tuple) -> None:
-        if not self._started:
-            self._arrived()
+        if not self._started and not self._arrived():
+            return
         input_grads = self._input_grads
         for index, slot in pairs:
             grad = grad_inputs[index]
@@ -229,6 +237,38 @@ class BackwardCapture:
         self._started = False
         self._output_grads = self._input_grads = None  # the gradients are not kept past their report
         return grads
+
+
+class ReplayCapture(BackwardCapture):
+    """The capture of a call replayed by a reentrant checkpoint's recomputation, reported once.
+
+    ``passed``: the outputs that the forward's call passed through with their gradient history, as
+    (index, the forward's tensor). In the recomputation they are the checkpoint's detached inputs; their
+    gradient is watched on the forward's tensor instead, where a plain run watches it: it arrives in the
+    outer backward pass, with every use of the tensor summed. A recomputed graph is back-propagated once,
+    so a gradient that arrives after the report (such an output of a call that also has consumers) is not
+    reported again.
+    """
+
+    __slots__ = ("_passed",)
+
+    def __init__(self, order: EmitOrder, call: Any, flat_inputs: list,
+                 passed: tuple[tuple[int, torch.Tensor], ...]) -> None:
+        super().__init__(order, call, flat_inputs)
+        self._passed = passed
+
+    def arm(self, flat_outputs: list) -> None:
+        passed, self._passed = self._passed, ()
+        outputs = list(flat_outputs)
+        for index, _ in passed:
+            outputs[index] = None  # watched on the forward's tensor
+        super().arm(outputs)
+        for index, tensor in passed:
+            tensor.register_hook(_OutputHook(self, index))
+        self._hooked_outputs += len(passed)
+
+    def _arrived(self) -> bool:
+        return self.task == -1 and super()._arrived()
 
 
 class _OutputHook:
@@ -289,6 +329,7 @@ def _input_edges(flat_inputs: list) -> tuple[list[torch.Tensor], dict[tuple[int,
 
 def _sum(previous: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     """Two gradients the call gave one input, summed outside autograd (a backward with
-    ``create_graph=True`` records what hooks compute)."""
-    with torch.no_grad():
+    ``create_graph=True`` records what hooks compute) and out of every function mode's sight (ours is on
+    the stack during backward; a user's must not see our calls)."""
+    with torch.no_grad(), torch._C.DisableTorchFunction():
         return previous + grad

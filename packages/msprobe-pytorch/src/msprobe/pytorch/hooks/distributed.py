@@ -9,6 +9,10 @@ recorded when its work completes: the user gets a :class:`RecordedWork`, a real 
 DDP's gradient all-reduce runs in its C++ reducer and never reaches these wrappers;
 :func:`ddp_bucket_hook` is the opt-in comm hook that records each gradient bucket around its reduction.
 
+A collective that a reentrant checkpoint's recomputation repeats during backward is not recorded again
+(``recorder.py``, docs/pytorch/dump.md "Activation checkpointing"); one that runs in a backward pass for
+its own sake (DDP, FSDP) is recorded as any other.
+
 Wrappers are installed on ``torch.distributed`` while collecting; their handle puts the originals back.
 """
 
@@ -21,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from msprobe.core.handles import Handle, patch_attributes
-from msprobe.pytorch.hooks.recorder import Pending, Recorder
+from msprobe.pytorch.hooks.recorder import Pending, Recorder, backward_pass_id
 
 COLLECTIVES = (
     "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "gather", "scatter",
@@ -49,6 +53,10 @@ def _wrapper(recorder: Recorder, api: str, original: Any) -> Any:
     def collective(*args: Any, **kwargs: Any) -> Any:
         if not recorder.sees_calls:
             return original(*args, **kwargs)
+        key = ("Distributed", api)
+        if backward_pass_id() != -1 and recorder.begin_replay(key, args, kwargs, module=False) is not None:
+            with recorder.pause():  # a recomputation repeating its forward's collective: recorded there, once
+                return original(*args, **kwargs)
         pending = recorder.begin_api("Distributed", api, args, kwargs, mutates=True, differentiable=False)
         with recorder.pause():  # torch code inside the collective is not the user's
             result = original(*args, **kwargs)
