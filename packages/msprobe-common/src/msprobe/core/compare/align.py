@@ -432,6 +432,8 @@ def not_the_same(npu: Row, bench: Row) -> str | None:
     shapes = [tuple(row.value.get("shape") or ()) for row in (npu, bench)]
     if shapes[0] != shapes[1] and {shapes[0], shapes[1]} != {(), (1,)}:
         return f"shapes {list(shapes[0])} and {list(shapes[1])} differ: not the same tensor"
+    if npu.part != "input" or npu.entry.endswith(".backward"):
+        return None  # an output that differs is what the compare reports (softmax over the wrong dim)
     if {str(row.value.get("dtype")).lower().removeprefix("torch.") for row in (npu, bench)} != {"float32"}:
         return None
     bounds = [(row.value.get("Min"), row.value.get("Max")) for row in (npu, bench)]
