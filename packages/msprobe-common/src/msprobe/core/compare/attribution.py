@@ -70,15 +70,14 @@ _STEP_DIR, _RANK_DIR = re.compile(r"step(\d+)"), re.compile(r"rank(\d+)")
 @dataclass(frozen=True)
 class ReplayRequest:
     """One API call to replay: the target's entry name and record (the dtypes to run at), and the record
-    whose inputs to run it on — the bench's or the target's (``inputs``) — with the directory of its
-    tensor files, plus the loader of those files."""
+    whose inputs to run it on — the bench's or the target's — with the directory of its tensor files,
+    plus the loader of those files."""
 
     entry: str
     target_record: dict
     inputs_record: dict
     inputs_dir: Path
     loader: Callable[[Path, TensorSpec], np.ndarray]
-    inputs: str = "bench"  # whose inputs: "bench" or "target"
 
 
 class Replay(Protocol):
@@ -257,17 +256,10 @@ def _attribute_entry(suspect: Divergence, results: list[RowResult], npu: DumpFil
         return EntryAttribution(suspect, reason="no output tensor is compared on both sides")
     target_record, bench_record = npu.entries[suspect.entry], bench.entries[bench_entry]
     order = [row.suffix for row in flatten_entry(bench_entry, bench_record) if row.part == "output" and row.is_tensor]
-    replays = {}
-    for side, record, tensor_dir in (("bench", bench_record, bench.tensor_dir), ("target", target_record,
-                                                                               npu.tensor_dir)):
-        replayed = replay(ReplayRequest(suspect.entry, target_record, record, tensor_dir, loader, side))
-        if isinstance(replayed, str):
-            return EntryAttribution(suspect, reason=replayed if side == "bench" else f"on the target's inputs: "
-                                                                                     f"{replayed}")
-        if len(replayed) != len(order):
-            return EntryAttribution(suspect, reason=f"the replay on the {side}'s inputs gave {len(replayed)} output "
-                                                    f"tensors, the bench dump records {len(order)}")
-        replays[side] = replayed
+    replays = _replay_both(suspect.entry, target_record, (bench_record, bench.tensor_dir),
+                           (target_record, npu.tensor_dir), loader, replay, len(order))
+    if isinstance(replays, str):
+        return EntryAttribution(suspect, reason=replays)
     split = []
     for row in outputs:
         pair = _load_pair(row, npu, bench, loader)
@@ -285,6 +277,23 @@ def _attribute_entry(suspect: Divergence, results: list[RowResult], npu: DumpFil
     attributed = EntryAttribution(suspect, outputs=split, inputs_pass=inputs_pass)
     attributed.judged = verdict_of(*(_excess(attributed.worst(p)) for p in PARTS), inputs_pass)
     return attributed
+
+
+def _replay_both(entry: str, target_record: dict, bench_inputs: tuple[dict, Path], target_inputs: tuple[dict, Path],
+                 loader: Callable[[Path, TensorSpec], np.ndarray], replay: Replay,
+                 outputs: int) -> dict[str, list[np.ndarray]] | str:
+    """The replays on the bench's inputs and on the target's (each a record and its tensor folder), or why
+    one of them cannot be had."""
+    replays = {}
+    for side, (record, tensor_dir) in (("bench", bench_inputs), ("target", target_inputs)):
+        replayed = replay(ReplayRequest(entry, target_record, record, tensor_dir, loader))
+        if isinstance(replayed, str):
+            return replayed if side == "bench" else f"on the target's inputs: {replayed}"
+        if len(replayed) != outputs:
+            return f"the replay on the {side}'s inputs gave {len(replayed)} output tensors, the bench dump records " \
+                   f"{outputs}"
+        replays[side] = replayed
+    return replays
 
 
 def _excess(share: ErrorShare | None) -> float | None:
