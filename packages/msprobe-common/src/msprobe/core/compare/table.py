@@ -140,7 +140,8 @@ def attribution_cells(attribution: Attribution | None, result: RowResult) -> lis
         return ["", *blank]
     entry, split = found
     if split is not None:
-        return [split.judged.label, *(cell for share in split.shares() for cell in _share_cells(share))]
+        verdict = f"{split.judged.label}, replayed on {attribution.device}"  # the kernel part is against its kernel
+        return [verdict, *(cell for share in split.shares() for cell in _share_cells(share))]
     if not entry.verdict:
         text = NEEDS_TENSORS if attribution.config is not None else f"not replayed: {entry.reason}"
         return [text if result.part == "output" else "", *blank]
