@@ -120,8 +120,10 @@ def test_bf16_without_a_fault_names_nothing_although_1_1_1_verdicts_fail(dumps, 
     assert any(r.failed for r in forward_or_backward)  # the fixed thresholds fail rows that are bf16 rounding
     assert result.first_divergence is None
     assert "first divergence: none" in msprobe_log.text()
-    assert result.optimizer and all(d.kind == "optimizer" for d in result.optimizer)  # AdamW: reported apart
-    assert "optimizer: " in msprobe_log.text() and "<h2>Optimizer</h2>" in result.reports["html"].read_text()
+    # AdamW turns a near-zero gradient's rounding into a full-size update: rounding its inputs carry, so
+    # no optimizer entry is beyond rounding either; one that were would be reported apart
+    assert all(d.kind == "optimizer" for d in result.optimizer)
+    assert ("optimizer: " in msprobe_log.text()) == bool(result.optimizer)
 
 
 def test_near_zero_statistics_that_1_1_1_flags_are_judged_on_the_tensor_rms(results):
@@ -142,6 +144,15 @@ def test_the_faulted_rows_excess_equals_numpy(dumps, results):
     load = [torch.load(dumps["tensor", run].parent / "dump_tensor_data" / row.npu.value["data_name"],
                        weights_only=True).double().numpy().ravel() for run in ("bf16_fault", "fp32")]
     n, b = load
-    want = np.linalg.norm(n - b) / (8 * 2.0**-8 * max(np.linalg.norm(n), np.linalg.norm(b)))
-    assert row.excess == pytest.approx(want, rel=1e-9) and 1.2 < want < 2
+    scale = max(np.linalg.norm(n), np.linalg.norm(b))
+    carried = 0.0  # what the passing inputs carry: relative deviation × the larger of their scale and the output's
+    for inp in (r for r in result.results if r.entry == row.entry and r.part == "input" and r.npu.is_tensor):
+        if inp.excess <= 1:
+            i_n, i_b = [torch.load(dumps["tensor", run].parent / "dump_tensor_data" / side.value["data_name"],
+                                   weights_only=True).double().numpy().ravel()
+                        for run, side in (("bf16_fault", inp.npu), ("fp32", inp.bench))]
+            in_scale = max(np.linalg.norm(i_n), np.linalg.norm(i_b))
+            carried = max(carried, np.linalg.norm(i_n - i_b) / in_scale * max(in_scale, scale))
+    want = np.linalg.norm(n - b) / (8 * 2.0**-8 * scale + carried)
+    assert row.excess == pytest.approx(want, rel=1e-9) and 1.1 < want < 2
     assert result.unit == 2.0**-8

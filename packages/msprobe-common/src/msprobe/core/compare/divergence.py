@@ -7,6 +7,12 @@ values of the whole comparison (a weight or batch that differs before any record
 When no entry qualifies, the earliest entry with a diverging output is named and the report says its
 inputs already diverge. Backward entries are searched only when no forward output diverges.
 
+A forward entry whose diverging input is one no recorded call produced (``RowResult.entering``, told by
+:mod:`.rounding`: no earlier entry output a value with its dtype and statistics — a parameter, a buffer,
+the batch) is a candidate even when its outputs pass: the divergence enters through that input, which is
+named (``fc1.weight``) when construct.json gives the entry's module and the API's signature the
+argument's role (:data:`PARAMETER_ARGS`).
+
 Optimizer entries (calls made from ``torch/optim/`` or ``mindspore/nn/optim`` code, told by their
 stack) are never chosen: an optimizer step divides by the square root of tiny second moments and
 turns the rounding noise of a near-zero gradient into a full-size update of the opposite sign, so
@@ -16,13 +22,41 @@ bf16 against fp32 always "diverges" there. They are listed in a section of their
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from msprobe.core.compare.verdict import DIFFERENT, RowResult
 from msprobe.core.naming import BACKWARD, FORWARD, parse_name
 
 OPTIMIZER_DIRS = ("torch/optim/", "mindspore/nn/optim")
 FORWARD_KIND, BACKWARD_KIND, OPTIMIZER_KIND = "forward", "backward", "optimizer"
+
+
+# The tensor arguments after the first that are parameters or buffers, per API (torch.nn.functional's order).
+_NORM_STATS = ("running_mean", "running_var", "weight", "bias")
+PARAMETER_ARGS: dict[str, tuple[str | None, ...]] = {
+    **{name: ("weight", "bias") for name in ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                                              "conv_transpose2d", "conv_transpose3d", "addmm")},
+    "batch_norm": _NORM_STATS, "instance_norm": _NORM_STATS, "layer_norm": (None, "weight", "bias"),
+    "group_norm": (None, "weight", "bias"), "rms_norm": (None, "weight"), "embedding": ("weight",),
+}
+_PARAMETER_KEYWORDS = {"weight", "bias", "running_mean", "running_var"}
+
+
+@dataclass(frozen=True)
+class Entering:
+    """A diverging input no recorded call produced: where the divergence enters the run."""
+
+    row: RowResult
+    parameter: str | None  # ``fc1.weight`` when construct.json and the API's signature tell
+
+    @property
+    def suffix(self) -> str:
+        return (self.row.npu or self.row.bench).suffix  # type: ignore[union-attr]
+
+    def describe(self) -> str:
+        what = f"a parameter: {self.parameter}" if self.parameter else \
+            "an input no recorded API produced: a parameter, buffer or the batch"
+        return f"{self.suffix} ({what})"
 
 
 @dataclass(frozen=True)
@@ -33,11 +67,21 @@ class Divergence:
     inputs_pass: bool
     stack: list[str]
     kind: str = FORWARD_KIND
+    entering: list[Entering] = field(default_factory=list)  # diverging inputs no recorded call produced
 
     @property
     def excess(self) -> float | None:
         known = [r.excess for r in self.failing_rows if r.excess is not None]
         return max(known) if known else None
+
+    def enters(self) -> str:
+        """``enters through input.1 (a parameter: fc1.weight), 1.52 times what rounding explains``; '' when
+        no input the divergence could enter through differs."""
+        if not self.entering:
+            return ""
+        worst = max((e.row.excess for e in self.entering if e.row.excess is not None), default=0.0)
+        return (f"enters through {', '.join(e.describe() for e in self.entering)}, {worst:.3g} times what "
+                f"rounding explains")
 
 
 def _is_backward(name: str) -> bool:
@@ -74,25 +118,57 @@ def entry_kind(entry: str, stacks: dict[str, list[str]]) -> str:
     return BACKWARD_KIND if _is_backward(entry) else FORWARD_KIND
 
 
-def diverging_entries(results: list[RowResult], stacks: dict[str, list[str]]) -> list[Divergence]:
-    """Every entry with a diverging output row, in execution order; ``inputs_pass`` is True also where its
-    diverging inputs are the first diverging values of the comparison (see the module docstring)."""
+def parameter_name(entry: str, suffix: str, construct: dict[str, str | None]) -> str | None:
+    """``fc1.weight`` for ``Functional.linear.0.forward`` ``input.1`` run inside ``Module.fc1.Linear.forward.0``;
+    ``weight`` without the module; None when the API's signature does not say what the argument is."""
+    parts = suffix.split(".")
+    try:
+        api = parse_name(entry).api
+    except ValueError:
+        return None
+    if len(parts) != 2 or parts[0] != "input":
+        return None
+    if parts[1].isdigit():
+        roles = PARAMETER_ARGS.get(api, ())
+        index = int(parts[1]) - 1
+        name = roles[index] if 0 <= index < len(roles) else None
+    else:
+        name = parts[1] if parts[1] in _PARAMETER_KEYWORDS else None
+    if name is None:
+        return None
+    try:
+        parent = parse_name(construct.get(entry) or "")
+    except ValueError:
+        return name
+    return f"{parent.api}.{name}" if parent.is_module else name
+
+
+def diverging_entries(results: list[RowResult], stacks: dict[str, list[str]],
+                      construct: dict[str, str | None] | None = None) -> list[Divergence]:
+    """Every entry with a diverging output row, or (forward) a diverging input no recorded call produced, in
+    execution order; ``inputs_pass`` is True also where its other diverging inputs are the first diverging
+    values of the comparison (see the module docstring)."""
     found = []
     seen_divergence = False
     for position, rows in group_by_entry(results):
+        entry = rows[0].entry
+        kind = entry_kind(entry, stacks)
         failing = [r for r in rows if r.part == "output" and r.diverges]
-        inputs_diverge = any(r.diverges for r in rows if r.part == "input")
-        if failing:
-            entry = rows[0].entry
-            found.append(Divergence(entry, position, failing, not inputs_diverge or not seen_divergence,
-                                    stack_of(entry, stacks), entry_kind(entry, stacks)))
-        seen_divergence = seen_divergence or inputs_diverge or bool(failing)
+        diverging_inputs = [r for r in rows if r.part == "input" and r.diverges]
+        entering = [Entering(r, parameter_name(entry, (r.npu or r.bench).suffix, construct or {}))
+                    for r in diverging_inputs if r.entering] if kind == FORWARD_KIND else []
+        inherited = len(diverging_inputs) > len(entering)
+        if failing or entering:
+            found.append(Divergence(entry, position, failing, not inherited or not seen_divergence,
+                                    stack_of(entry, stacks), kind, entering))
+        seen_divergence = seen_divergence or bool(diverging_inputs) or bool(failing)
     return found
 
 
-def first_divergence(results: list[RowResult], stacks: dict[str, list[str]]) -> Divergence | None:
+def first_divergence(results: list[RowResult], stacks: dict[str, list[str]],
+                     construct: dict[str, str | None] | None = None) -> Divergence | None:
     """Forward entries first, then backward ones; never the optimizer's (see the module docstring)."""
-    candidates = diverging_entries(results, stacks)
+    candidates = diverging_entries(results, stacks, construct)
     for kind in (FORWARD_KIND, BACKWARD_KIND):
         of_kind = [d for d in candidates if d.kind == kind]
         if of_kind:

@@ -25,7 +25,7 @@ from msprobe.core.compare.divergence import first_divergence, group_by_entry, op
 from msprobe.core.compare.mapfiles import UserMaps
 from msprobe.core.compare.metrics import TensorMetrics, compare_tensors
 from msprobe.core.compare.progress import Progress
-from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_stack
+from msprobe.core.compare.reader import CompareError, DumpFile, read_construct, read_dump, read_stack
 from msprobe.core.compare.report import write_reports
 from msprobe.core.compare.result import CompareResult
 from msprobe.core.compare.rounding import judge_entries, run_unit
@@ -242,7 +242,7 @@ def compare_read(npu: DumpFile, bench: DumpFile, output_dir: str | os.PathLike, 
     started = time.monotonic()
     results = build_results(npu, bench, options)
     unit = judge_results(results, npu, bench, loader, options)
-    divergence = first_divergence(results, stacks) if options.auto_analyze else None
+    divergence = first_divergence(results, stacks, read_construct(npu)) if options.auto_analyze else None
     optimizer = optimizer_divergences(results, stacks) if options.auto_analyze else []
     out = make_dir(output_dir)
     attributed = None

@@ -24,6 +24,7 @@ def write_reports(
     def cells(r: RowResult) -> list:
         return row_cells(r, with_stack, stacks) + attribution_cells(result.attribution, r)
 
+    mark_entering(result.first_divergence)
     paths = {kind: out / f"{stem}.{kind}" for kind in ("xlsx", "csv", "html")}
     write_xlsx(  # inline strings: a spreadsheet never evaluates them, so no formula escaping is needed
         paths["xlsx"],
@@ -35,6 +36,14 @@ def write_reports(
     write_html(paths["html"], result, header, cells, [paths["xlsx"], paths["csv"]])
     announce(result, paths)
     return paths
+
+
+def mark_entering(found: Divergence | None) -> None:
+    """The Err_message of each input the divergence enters through says so (the xlsx and csv column)."""
+    for entering in found.entering if found is not None else []:
+        note = f"First divergence enters here: {entering.describe()} differs beyond rounding."
+        if note not in entering.row.messages:
+            entering.row.messages.append(note)
 
 
 def where(found: Divergence) -> str:
@@ -54,9 +63,10 @@ def announce(result: CompareResult, paths: dict[str, Path]) -> None:
         logger.warning("first divergence: %s (the earliest API the replays find made here — %s) at %s",
                        printable(found.entry), printable(describe(local)), where(found))
     elif found is not None:
-        how = "its inputs pass" if found.inputs_pass else "its inputs already diverge"
+        how = found.enters() or ("its inputs pass" if found.inputs_pass else "its inputs already diverge")
         logger.warning("first divergence: %s (%s; %d diverging output rows, %.3g times what rounding explains) at %s",
-                       printable(found.entry), how, len(found.failing_rows), found.excess or 0.0, where(found))
+                       printable(found.entry), printable(how), len(found.failing_rows), found.excess or 0.0,
+                       where(found))
     if result.optimizer:
         first = result.optimizer[0]
         logger.warning("optimizer: %d entries differ beyond rounding, first %s at %s (not taken as the first "

@@ -85,13 +85,15 @@ def _rule(result: CompareResult) -> str:
     return (f"A row differs beyond rounding when ‖NPU − bench‖ exceeds slack × u × its scale: u = "
             f"{_e(describe_unit(result.unit))}, the coarsest dtype of the two dumps; slack {FORWARD_SLACK * wider:g} "
             f"forward, {BACKWARD_SLACK * wider:g} backward{why} (statistics: each of Max/Min/Mean/Norm against the "
-            f"tensor's scale).")
+            f"tensor's scale), plus what the entry's passing inputs carry in: their relative deviation times the "
+            f"larger of their scale and the output's; an input an earlier entry output has that output's excess.")
 
 
 def _entry_rows(found: Divergence) -> str:
+    rows = [e.row for e in found.entering] + found.failing_rows
     return "".join(f"<li>{_e(r.npu.name if r.npu else r.bench.name)}: {_excess_text(r.excess)} "
                    f"1.1.1 verdict {_e(r.verdict or 'none')}. {_e(' '.join(r.messages))}</li>"
-                   for r in found.failing_rows)
+                   for r in rows)
 
 
 def _excess_text(excess: float | None) -> str:
@@ -106,8 +108,9 @@ def _divergence_section(result: CompareResult) -> str:
     if found is None:
         return f'<div class="box ok"><b>No divergence found:</b> no forward or backward output differs beyond ' \
                f"rounding.{rule}</div>"
-    how = ("its inputs pass, so the error was made here" if found.inputs_pass
-           else "its inputs already diverge; no entry has diverging outputs with passing inputs")
+    how = _e(found.enters()) or ("its inputs pass, so the error was made here" if found.inputs_pass
+                                       else "its inputs already diverge; no entry has diverging outputs with "
+                                            "passing inputs")
     local = result.attribution.first_local if result.attribution is not None else None
     if local is not None and local.entry == found.entry:
         how = f"the earliest API the replays find made here — {_e(describe(local))}"
