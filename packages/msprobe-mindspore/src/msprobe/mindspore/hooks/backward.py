@@ -33,17 +33,23 @@ from typing import Any
 import mindspore
 from mindspore import ops
 from msprobe.core.events import Call
+from msprobe.core.log import logger
 from msprobe.mindspore.private_api import _pynative_executor
 
 Emit = Callable[[Call, tuple, tuple], None]
 
 _add = ops.add  # taken at import, before msprobe's own API patches can replace it
+_GRAPH_VISIBLE = all(hasattr(mindspore.Tensor, name) for name in ("_grad_node", "_output_index"))
+if not _GRAPH_VISIBLE:
+    logger.warning("this MindSpore does not show its gradient graph (Tensor._grad_node, _output_index): "
+                   "backward entries are not written; forward entries and the run's numbers are unaffected")
 
 
 def grad_is_recording() -> bool:
     """True inside ``mindspore.grad`` / ``value_and_grad`` in PyNative mode (the only time a gradient
-    graph is built to capture). MindSpore exposes this only on its private executor object."""
-    return bool(_pynative_executor.requires_grad())
+    graph is built to capture), where this MindSpore shows that graph. MindSpore exposes the former only
+    on its private executor object."""
+    return _GRAPH_VISIBLE and bool(_pynative_executor.requires_grad())
 
 
 def grad_enabled() -> bool:
