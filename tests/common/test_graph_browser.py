@@ -106,11 +106,12 @@ def test_compare_view_opens_the_first_suspect_and_shows_a_clicked_node(browser, 
     expected_color = page.evaluate("c => { const e = document.createElement('div'); e.style.background = c; "
                                    "return e.style.backgroundColor; }", "#FFFCF3")
     assert conv.evaluate("e => e.style.backgroundColor") == expected_color
-    # the first suspect node (no divergence beyond rounding here: the first entry above the suggestion band)
+    # the first suspect node: bf16 against fp32 is rounding only, so no node is beyond it and the view opens
+    # the root, although 1.1.1's index puts entries above its suggestion band
     entries = json.loads((REFERENCE / "pt_statistics_mix_bf16" / "step0" / "rank" / "dump.json").read_text())["data"]
-    first = next(n for n in entries if nodes[n]["data"].get("precision_index", 0) > 0.4)
+    assert any(nodes[n]["data"].get("precision_index", 0) > 0.4 for n in entries)
+    first = next((n for n in entries if float(nodes[n]["data"].get("rounding_excess", 0)) > 1), "DefaultModel")
     assert page.locator("#node-title").text_content() == first
-    assert page.locator(f'.row.selected[data-id="{first}"]').is_visible()
     # click a node: its inputs and outputs side by side, NPU beside bench, and its stack
     page.locator('.row[data-id="Apis_Between_Modules.0"] .toggle').click()
     page.locator('.row[data-id="Module.fc.Linear.forward.0"]').click()

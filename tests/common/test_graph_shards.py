@@ -144,7 +144,8 @@ def test_pipeline_stages_are_one_tree_with_the_one_rank_run_numbering(tmp_path):
     assert stem == "compare_merged"
     nodes = document["NPU"]["node"]
     assert nodes["Functional.linear.1.forward"]["upnode"] == "Module.layers1.Linear.forward.0"  # stage 1's call 0
-    assert nodes["Functional.linear.1.forward"]["data"] == {"merged_ranks": "1", "precision_index": 0.0}
+    assert nodes["Functional.linear.1.forward"]["data"] == {"merged_ranks": "1", "precision_index": 0.0,
+                                                           "rounding_excess": 0.0}
     assert nodes["Functional.linear.0.forward"]["upnode"] == "Module.layers0.Linear.forward.0"
     assert nodes["Module.layers1.Linear.forward.0"]["matched_node_link"][-1] == "Module.layers1.Linear.forward.0"
 

@@ -25,12 +25,13 @@ from msprobe.core.compare.api import run_compare
 from msprobe.core.compare.engine import CompareOptions
 from msprobe.core.graph import run_graph
 from msprobe.core.graph.compare import TENSOR
-from msprobe.core.graph.vis import BANDS, GREY, color_of
+from msprobe.core.graph.vis import BANDS, EXCESS_BANDS, GREY, color_of
 from msprobe.pytorch.compare import load_pt
 
 SCRIPT = Path(__file__).parent / "scripts" / "tp_dump.py"
 FC1 = "Module.mlp.fc1.Linear.forward.0"
 LOWEST = BANDS[TENSOR][0][0]
+RED = EXCESS_BANDS[-1][0]
 
 
 def _run(args: list[str]) -> None:
@@ -90,6 +91,8 @@ def test_clean_pair_has_no_node_coloured_by_the_layout(root):
     assert all(n.startswith("Tensor.view_as.") for n in unmatched)  # DTensor's own calls, where recorded
     coloured = [n for n, v in nodes.items() if color_of(TENSOR, v["data"].get("precision_index")) not in (LOWEST, GREY)]
     assert not [n for n in coloured if ".forward" in n]
+    # the HTML view colours by the first divergence's rule: nothing is beyond rounding, nothing is red
+    assert not [n for n, v in view["npu"]["nodes"].items() if v["color"] == RED]
     # 1.1.1's tensor index has no rounding rule: a value that is zero up to rounding (the gradient of k's bias,
     # which softmax makes zero) differs by summation order between layouts. Such a node may be coloured, but
     # the compare of the same pair must find every one of its values equal up to rounding.
@@ -128,3 +131,4 @@ def test_fault_on_rank1_shard_colours_fc1(root):
     first = view["first"]  # the HTML opens the compare's first divergence: fc1's linear, inside fc1's node
     assert first == FC1 or nodes[first]["upnode"] == FC1
     assert view["npu"]["nodes"][FC1]["ranks"] == "0,1"
+    assert view["npu"]["nodes"][FC1]["color"] == RED and float(fc1["data"]["rounding_excess"]) > 1

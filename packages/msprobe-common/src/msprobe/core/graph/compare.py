@@ -14,6 +14,12 @@ the same numbers the compare report shows. This module only reads those rows bac
   (0 or 1); **tensor** the drop of the smallest One Thousandth Err Ratio from the inputs to the
   outputs, clamped to [0, 1]; **md5** 1 when every paired argument has the same checksum, else 0.
   A node without an entry takes the worst index below it (md5: the smallest).
+
+The colour follows the first divergence's rule instead (:mod:`msprobe.core.compare.rounding`): a node's
+``excess`` is the largest rounding excess of its output rows and of the inputs no recorded call produced
+(a parameter or the batch: where a divergence enters), above 1 beyond rounding; optimizer entries, which
+the first divergence never names, have none. A node without an entry takes the largest excess below it.
+The index stays 1.1.1's (``data.precision_index``), the excess is ``data.rounding_excess``.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from msprobe.core.compare.divergence import Divergence, first_divergence
+from msprobe.core.compare.divergence import OPTIMIZER_KIND, Divergence, entry_kind, first_divergence
 from msprobe.core.compare.engine import CompareOptions, TensorLoader, build_results, check_modes, judge_results
 from msprobe.core.compare.metrics import stat_diff, stat_of
 from msprobe.core.compare.reader import DumpFile
@@ -45,7 +51,8 @@ class GraphComparison:
 
 
 def compare_graphs(npu_graph: Graph, bench_graph: Graph, npu: DumpFile, bench: DumpFile, loader: TensorLoader,
-                   options: CompareOptions, stacks: dict[str, list[str]]) -> GraphComparison:
+                   options: CompareOptions, stacks: dict[str, list[str]],
+                   construct: dict[str, str | None] | None = None) -> GraphComparison:
     """Match the nodes of ``npu_graph`` to ``bench_graph`` and set the NPU nodes' precision data."""
     mode = check_modes(npu, bench)
     results = build_results(npu, bench, options)
@@ -65,15 +72,19 @@ def compare_graphs(npu_graph: Graph, bench_graph: Graph, npu: DumpFile, bench: D
     for node in npu_graph.root.walk():
         if node.partner is not None and node.entry is not None:
             node.index = _index(mode, rows_of.get(node.id, []))
+            node.excess = None if entry_kind(node.id, stacks) == OPTIMIZER_KIND else _excess(rows_of.get(node.id, []))
             node.row_fields = {r.npu.name: _row_fields(mode, r) for r in rows_of.get(node.id, [])
                                if r.npu is not None and r.bench is not None}
     _aggregate(npu_graph.root, mode)
+    _aggregate_excess(npu_graph.root)
     for node in npu_graph.root.walk():
+        if node.excess is not None:
+            node.data["rounding_excess"] = node.excess if math.isfinite(node.excess) else str(node.excess)
         if node.index is not None:
             node.data["precision_index"] = node.index
             if mode == MD5:
                 node.data["Result"] = PASS if node.index == 1 else "Different"
-    return GraphComparison(mode, results, first_divergence(results, stacks))
+    return GraphComparison(mode, results, first_divergence(results, stacks, construct))
 
 
 def _match(npu_graph: Graph, bench_graph: Graph, partner_of: dict[str, str]) -> None:
@@ -109,6 +120,21 @@ def _index(mode: str, rows: list[RowResult]) -> float:
         return min(1.0, max(0.0, low_in - low_out))
     worst = [_summary_error(r) for r in paired if r.part == "output"]
     return min(1.0, max([0.0, *worst]))
+
+
+def _excess(rows: list[RowResult]) -> float | None:
+    """The largest rounding excess of the outputs and of the inputs no recorded call produced."""
+    known = [r.excess for r in rows if r.excess is not None and r.npu is not None and r.bench is not None
+             and (r.part == "output" or r.entering)]
+    return max(known, default=None)
+
+
+def _aggregate_excess(node: Node) -> float | None:
+    """Post-order: a node without an entry takes the largest excess below it."""
+    below = [e for e in (_aggregate_excess(sub) for sub in node.subnodes) if e is not None]
+    if node.entry is None and node.id != ROOT:
+        node.excess = max(below, default=None)
+    return node.excess
 
 
 def _stat_diffs(result: RowResult) -> tuple:

@@ -2,7 +2,7 @@
 
 No server and no network: the page is ``view.html`` (inline CSS and JavaScript, next to this module)
 with the graph embedded as JSON. It shows the module tree collapsible, each node coloured by its
-precision index with the ``.vis`` bands, opens the first divergent node (compare) or the first
+rounding excess — the first divergence's rule (md5: by its index), opens the first divergent node (compare) or the first
 critical overflow (build with ``-oc``), searches node names, and shows a clicked node's inputs and
 outputs side by side (NPU beside bench in a compare) with its stack.
 """
@@ -15,7 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from msprobe.core.graph.tree import Graph, Node
-from msprobe.core.graph.vis import BANDS, DESCRIPTIONS, GREY, NOT_MATCHED, color_of, node_io
+from msprobe.core.graph.vis import (
+    BANDS,
+    DESCRIPTIONS,
+    EXCESS_BANDS,
+    EXCESS_DESCRIPTION,
+    GREY,
+    MD5,
+    NOT_MATCHED,
+    finite_or_text,
+    node_io,
+    rule_color,
+)
 
 TEMPLATE = Path(__file__).with_name("view.html")
 _PAYLOAD_MARK = "/*GRAPH_DATA*/null"
@@ -39,7 +50,8 @@ def _node_payload(node: Node, mode: str) -> dict:
         "up": node.upnode.id if node.upnode is not None else None,
         "sub": [sub.id for sub in node.subnodes],
         "index": node.index,
-        "color": None if mode == "build" or node.upnode is None else color_of(mode, node.index),
+        "color": None if mode == "build" or node.upnode is None else rule_color(mode, node),
+        "excess": finite_or_text(node.excess),
         "overflow": node.data.get("overflow_level"),
         "ranks": node.data.get("merged_ranks"),
         "inputs": list(inputs.items()),
@@ -54,14 +66,15 @@ def _graph_payload(graph: Graph, mode: str) -> dict:
 
 
 def payload(view: View) -> dict:
+    bands = BANDS[view.mode] if view.mode == MD5 else EXCESS_BANDS
     legend = [] if view.mode == "build" else [
-        {"color": color, "label": f"{band[0]}" if band[0] == band[1] else f"{band[0]} – {band[1]}"}
-        for color, band in BANDS[view.mode]] + [{"color": GREY, "label": NOT_MATCHED}]
+        {"color": color, "label": f"{band[0]}" if band[0] == band[1] else f"{band[0]} – {band[1]}".replace("inf", "∞")}
+        for color, band in bands] + [{"color": GREY, "label": NOT_MATCHED}]
     return {
         "mode": view.mode,
         "title": view.title,
         "first": view.first_divergence or view.first_overflow,
-        "legendText": DESCRIPTIONS.get(view.mode, ""),
+        "legendText": DESCRIPTIONS.get(view.mode, "") if view.mode == MD5 else EXCESS_DESCRIPTION,
         "legend": legend,
         "npu": _graph_payload(view.npu, view.mode),
         "bench": _graph_payload(view.bench, view.mode) if view.bench is not None else None,

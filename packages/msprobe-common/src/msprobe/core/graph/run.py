@@ -88,7 +88,10 @@ def graph_one(job: Job, output: Path, loader: TensorLoader, options: CompareOpti
         view = html.View("build", npu_graph, None, None, critical[0] if critical else None, title)
     else:
         bench_graph = _graph(bench_dump, _construct(job.bench, bench_dump, job.merged, layout), "bench_path")
-        comparison = compare_graphs(npu_graph, bench_graph, npu_dump, bench_dump, loader, options, npu_dump.stacks)
+        npu_construct = {node.id: node.upnode.id for node in npu_graph.root.walk()
+                         if node.entry is not None and node.upnode is not None}
+        comparison = compare_graphs(npu_graph, bench_graph, npu_dump, bench_dump, loader, options, npu_dump.stacks,
+                                    npu_construct)
         suggest(npu_graph, comparison.mode)
         steps = assign_micro_steps(npu_graph)
         _bench_micro_steps(bench_graph)

@@ -46,6 +46,7 @@ class Node:
     micro_step: int | None = None
     # filled by the compare (graph.compare) and the overflow marking (graph.overflow)
     index: float | None = None  # precision index: 0 best, 1 worst (md5: 1 same, 0 different)
+    excess: float | None = None  # the compare's rounding excess (compare.rounding): above 1 beyond rounding
     data: dict = field(default_factory=dict)  # .vis "data": precision_index, Result, overflow_level
     row_fields: dict[str, dict] = field(default_factory=dict)  # row name -> its compare columns
     matched: list[str] = field(default_factory=list)  # the matched node's path in the other graph

@@ -5,9 +5,10 @@ compare document holds two, ``{"NPU": graph, "Bench": graph, "ToolTip", "Colors"
 "task"}``. Every node has ``id``, ``node_type`` (0 module, 1 API, 9 API collection), ``input_data`` and
 ``output_data`` (argument name → fields, values as strings as 1.1.1 writes them), ``upnode`` (``"None"``
 for the root), ``subnodes``, ``matched_node_link``, ``suggestions``, ``stack_info``, ``data``
-(``precision_index``, md5 ``Result``, ``overflow_level``, ``merged_ranks``) and, for the root's children,
-``micro_step_id``. The colour bands per mode (``Colors``) are 1.1.1's, so the plugin colours our
-nodes the same way; the descriptions are ours.
+(``precision_index``, ``rounding_excess``, md5 ``Result``, ``overflow_level``, ``merged_ranks``) and, for the
+root's children, ``micro_step_id``. The colour bands per mode (``Colors``) are 1.1.1's, over
+``precision_index``, which is what 1.1.1's plugin colours by; our HTML view colours by ``rounding_excess``
+(:data:`EXCESS_BANDS`), the first divergence's rule. The descriptions are ours.
 """
 
 from __future__ import annotations
@@ -55,7 +56,27 @@ SUGGESTIONS = {
     API: "This API's precision looks wrong: check it against a CPU reference with msprobe run_ut.",
 }
 _HIDDEN = ("requires_grad", SOURCE, SHARDS)  # not shown in a node: 1.1.1 does not; merge bookkeeping
-SUGGEST_ABOVE = {SUMMARY: 0.4, TENSOR: 0.1}  # index above which a node gets a suggestion (md5: any difference)
+
+
+# The view's colours by the first divergence's rule (compare.rounding): (colour, [low, high)) of the node's
+# rounding excess; red only beyond rounding. md5 has no rounding: its nodes keep the index bands.
+EXCESS_BANDS = [("#FFFCF3", [0, 0.5]), ("#FFEDBE", [0.5, 1]), ("#FF704D", [1, math.inf])]
+EXCESS_DESCRIPTION = ("the node's largest difference over what rounding in the two runs' dtypes explains (the "
+                      "compare's Rounding excess, of its outputs and of inputs no recorded call produced); above 1: "
+                      "beyond rounding, as the first divergence judges")
+
+
+def rule_color(mode: str, node: Node) -> str:
+    """The colour of a compared node: md5 by its index; otherwise by its rounding excess (grey: unmatched)."""
+    if mode == MD5 or node.index is None:
+        return color_of(mode, node.index)
+    excess = node.excess or 0.0
+    return next(color for color, (low, high) in EXCESS_BANDS if low <= excess < high or excess == high == 1)
+
+
+def finite_or_text(value: float | None) -> float | str | None:
+    """A number for JSON: ``inf`` / ``nan`` as text (JSON has no such numbers)."""
+    return value if value is None or math.isfinite(value) else text(value)
 
 
 def color_of(mode: str, index: float | None) -> str:
@@ -162,8 +183,10 @@ def graph_dict(graph: Graph) -> dict:
 
 
 def suspect(node: Node, mode: str) -> bool:
-    """The index says the precision is suspect (1.1.1's threshold for a suggestion)."""
-    return node.index is not None and (node.index == 0 if mode == MD5 else node.index > SUGGEST_ABOVE[mode])
+    """The node is beyond rounding (md5: differs): it gets a suggestion, and is red in the view."""
+    if mode == MD5:
+        return node.index == 0
+    return node.excess is not None and node.excess > 1
 
 
 def suggest(graph: Graph, mode: str) -> None:
@@ -174,8 +197,8 @@ def suggest(graph: Graph, mode: str) -> None:
 
 
 def first_suspect(graph: Graph, entries: dict, mode: str) -> str | None:
-    """The first suspect entry in execution order: what the HTML view opens when the compare's rounding
-    rule names no first divergence."""
+    """The first suspect entry in execution order: what the HTML view opens when the compare names no first
+    divergence (an optimizer entry is never a suspect)."""
     return next((name for name in entries if name in graph.nodes and suspect(graph.nodes[name], mode)), None)
 
 
