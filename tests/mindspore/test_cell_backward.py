@@ -213,3 +213,28 @@ def test_dump_json_statistics_are_those_of_the_float64_gradients(tmp_path):
                            ("Norm", np.linalg.norm(expected))):
             np.testing.assert_allclose(stats[key], value, rtol=1e-5, atol=1e-6)
     assert data["Cell.a.Dense.backward.0"]["output"] == [None]
+
+
+class TwoPaths(nn.Cell):
+    def construct(self, x, y):
+        return x * 2, y * 3
+
+
+class OnePathUsed(nn.Cell):
+    def __init__(self) -> None:
+        super().__init__()
+        self.paths = TwoPaths()
+
+    def construct(self, x, y):
+        used, _ = self.paths(x, y)
+        return (used * used).sum()
+
+
+def test_an_input_whose_path_the_loss_does_not_use_is_reported_at_the_end_of_the_pass():
+    x, y = np.arange(3, dtype=np.float32), np.ones(3, np.float32)
+    net = OnePathUsed()
+    sink = _record(net, lambda: ms.grad(net, grad_position=(0, 1))(Tensor(x), Tensor(y)))
+    grad_in, grad_out = sink.grads["Cell.paths.TwoPaths.backward.0"]
+    assert grad_in[1] is None and grad_out[1] is None
+    _close(grad_in[0], 2 * (2 * x.astype(np.float64)))
+    _close(grad_out[0], 8 * x.astype(np.float64))
