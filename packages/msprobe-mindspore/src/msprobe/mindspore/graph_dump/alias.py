@@ -9,7 +9,8 @@ land on the dump_path's own file system (no copy; msprobe then moves them into `
 rename) and nothing is staged in the temporary directory but the link.
 
 MindSpore keeps the path for the whole process and may write through it until the process ends, so the
-link lives until exit; one link per kernel directory per process.
+link lives until exit; one link per kernel directory per process (each rank of a job has its own, and its
+own copy of MindSpore's configuration beside it: :func:`.config.install`).
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ def _alias_parents() -> list[str]:
 
 
 def _remove_alias(alias_dir: str) -> None:
-    """Remove the link and its directory, never what the link points at."""
+    """Remove the link, the files msprobe put beside it and the directory; never what the link points at."""
     try:
-        os.unlink(os.path.join(alias_dir, LINK_NAME))
+        for entry in os.scandir(alias_dir):
+            if entry.is_symlink() or entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
         os.rmdir(alias_dir)
     except OSError:
         pass  # already gone, or MindSpore wrote into it after the link vanished: leave it

@@ -86,14 +86,18 @@ def dump_settings(config: DebuggerConfig, kernel_path: str, device_target: str) 
 def install(config: DebuggerConfig, device_target: str) -> Path:
     """Write MindSpore's dump configuration into ``dump_path`` and point ``MINDSPORE_DUMP_CONFIG`` at it.
 
-    Returns the directory MindSpore's kernel files arrive in (``{dump_path}/mindspore_dump``, maybe through an
-    alias); a ConfigError naming ``dump_path`` when MindSpore can be given no path to it.
+    Through an alias (:mod:`.alias`) the file MindSpore reads is the process's own copy beside its link, so
+    that ranks sharing a dump_path, each with its own link, never read another's; the copy in ``dump_path``
+    records what was configured. Returns the directory MindSpore's kernel files arrive in
+    (``{dump_path}/mindspore_dump``); a ConfigError naming ``dump_path`` when MindSpore can be given no path
+    to it.
     """
     global _installed
     root = make_dir(os.path.abspath(config.dump_path))
     kernel_root = make_dir(root / KERNEL_ROOT_NAME)
-    settings_file = root / CONFIG_FILE_NAME
     kernel_path = path_for_mindspore(kernel_root, config.dump_path)
+    record = root / CONFIG_FILE_NAME
+    settings_file = record if kernel_path == str(kernel_root) else Path(kernel_path).parent / CONFIG_FILE_NAME
     content = json.dumps(dump_settings(config, kernel_path, device_target), indent=4)
     if _installed is not None and _installed != (str(settings_file), content):
         logger.warning(
@@ -104,7 +108,8 @@ def install(config: DebuggerConfig, device_target: str) -> Path:
     given = os.environ.get(ENV_VAR)
     if given and given != str(settings_file):
         logger.warning(f"{ENV_VAR} was {given!r}; msprobe replaces it with {str(settings_file)!r}")
-    atomic_write_text(settings_file, content)
+    for path in {record, settings_file}:
+        atomic_write_text(path, content)
     os.environ[ENV_VAR] = str(settings_file)
     _installed = (str(settings_file), content)
     logger.info(f"MindSpore kernel dump configured in {settings_file} ({ENV_VAR} set)")
