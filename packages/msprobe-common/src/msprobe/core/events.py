@@ -51,6 +51,17 @@ class Call:
         self.args, self.kwargs = (), {}
 
 
+class UserComputationError(Exception):
+    """An error of the user's own computation that surfaced while msprobe read one of its tensors: a
+    framework that executes asynchronously (MindSpore) raises a failed operator's error at the first read
+    of its result, and that read may be msprobe's. It belongs to the user: the sink hands ``original``
+    on to the user's call instead of leaving the call out (and the user's own read then finding garbage)."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
 class CallSink(Protocol):
     """What a collector offers an interceptor. Every method is called with interception paused, so the
     sink's own framework calls are never seen as user calls."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from msprobe.core.calls import MODULE_LEVELS
 from msprobe.core.config import DebuggerConfig
-from msprobe.core.events import Call, CallSink, Interceptor, StepCollector
+from msprobe.core.events import Call, CallSink, Interceptor, StepCollector, UserComputationError
 from msprobe.core.fileio import UnsafePathError
 from msprobe.core.heap import FrozenHeap
 from msprobe.core.log import logger, set_rank
@@ -39,8 +39,11 @@ class FailSafeSink:
       dumping stops, training goes on;
     - any other error while recording one call (a tensor msprobe cannot read, a framework state it did
       not expect) is logged once, with its traceback; that call is left out and the rest of the step is
-      recorded. An error at a step's begin or end (``run``) stops dumping as a write error does, since
-      the step's files cannot be completed.
+      recorded — except the user's own error that an asynchronous framework raised at msprobe's read
+      (:class:`~msprobe.core.events.UserComputationError`), which the user's call raises as it is.
+
+    An error at a step's begin or end (``run``) stops dumping as a write error does, since the step's
+    files cannot be completed.
     """
 
     def __init__(self, collector: StepCollector, on_error: Callable[[BaseException], None]) -> None:
@@ -65,7 +68,9 @@ class FailSafeSink:
             return method(*args)
         except WRITE_ERRORS as error:
             self.fail(error)
-        except Exception as error:  # whatever it is, the user's step goes on
+        except UserComputationError as error:  # the user's own error, deferred to our read: theirs to see
+            raise error.original from None
+        except Exception as error:  # whatever else it is, the user's step goes on
             self.skipped += 1
             if self.skipped == 1:
                 logger.error(f"msprobe could not record {name} and leaves it out; training goes on, and later "

@@ -27,6 +27,7 @@ import numpy as np
 
 import mindspore
 from mindspore import ops
+from msprobe.core.events import UserComputationError
 from msprobe.core.host_stats import (
     EXACT_FLOAT32_BOUNDS,
     STAT_COUNT,
@@ -79,7 +80,7 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         if self._on_host:
             if tensor.dtype == mindspore.bfloat16:
                 tensor = tensor.astype(mindspore.float32)  # numpy has no bfloat16; exact widening
-            return host_stats(tensor.asnumpy())  # copied if small: asnumpy() may share the tensor's memory
+            return host_stats(_read(tensor))  # copied if small: asnumpy() may share the tensor's memory
         return device_stats(tensor)
 
     def reduce_copies(self, copies: list[mindspore.Tensor], key: tuple) -> mindspore.Tensor:
@@ -104,7 +105,7 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         return [flat[i : i + STAT_COUNT] for i in range(0, len(flat), STAT_COUNT)]
 
     def checksum(self, tensor: mindspore.Tensor, remember: bool = False) -> str:
-        return crc32_hex(np.ascontiguousarray(tensor.asnumpy()).tobytes())
+        return crc32_hex(np.ascontiguousarray(_read(tensor)).tobytes())
 
     def snapshot(self, tensor: mindspore.Tensor) -> mindspore.Tensor:
         return tensor.copy()
@@ -115,7 +116,7 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         tensor by, so nothing is kept for reuse)."""
         if tensor.dtype == mindspore.bfloat16:
             tensor = tensor.astype(mindspore.float32)
-        array = np.array(tensor.asnumpy(), order="C", copy=True)  # asnumpy() may share the tensor's memory
+        array = np.array(_read(tensor), order="C", copy=True)  # asnumpy() may share the tensor's memory
         return FrozenTensor(array, array.nbytes)
 
     def write_frozen(self, payload: np.ndarray, handle: BinaryIO) -> None:
@@ -125,6 +126,15 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         if isinstance(value, mindspore.dtype.Type):
             return {"type": "mindspore.dtype", "value": str(value)}
         return NOT_HANDLED
+
+
+def _read(tensor: mindspore.Tensor) -> np.ndarray:
+    """The user's tensor in host memory. MindSpore runs operators asynchronously and raises a failed one's
+    error at the first read of its result: when that read is ours, the error is the user's to see."""
+    try:
+        return tensor.asnumpy()
+    except RuntimeError as error:
+        raise UserComputationError(error) from error
 
 
 # Tensors up to this many elements are copied and reduced with their batch (each copy is held until the
