@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_run_ut import _config, _dump, _forward_names, _one, _rows
+from test_run_ut import _config, _dump, _forward_names, _one, _rows, dump_111
 
 from msprobe.core import cli
 from msprobe.core.run_ut.parallel import split_parts
@@ -94,13 +94,40 @@ def test_resume_appends_to_the_result_csv(dump: Path, tmp_path: Path) -> None:
     assert summary["apis"] == len(full) - 3 and summary["parts"] == 2
 
 
-def test_missing_tensor_file_exits_2_naming_the_part(dump: Path, tmp_path: Path,
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_missing_tensor_file_is_a_skip_row_and_exit_2(dump: Path, tmp_path: Path,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
     import shutil
 
     copy = tmp_path / "dump"
     shutil.copytree(dump.parent, copy)
-    (copy / "dump_tensor_data" / "Tensor.sum.0.forward.input.0.pt").unlink()  # the last API: part 1 of 2
+    missing = copy / "dump_tensor_data" / "Tensor.sum.0.forward.input.0.pt"
+    missing.unlink()  # the last API: part 1 of 2
     assert _main("multi_run_ut", "-api_info", str(copy / "dump.json"), "-o", str(tmp_path / "o"), "-n", "2") == 2
-    assert "part 1:" in caplog.text and "Tensor.sum.0.forward.input.0.pt" in caplog.text
+    rows, _, summary = _report(tmp_path / "o")
+    assert [r["API name"] for r in rows] == _forward_names(dump)  # every API has its row, in the dump's order
+    last = rows[-1]
+    assert (last["API name"], last["Forward Test Success"]) == ("Tensor.sum.0", "SKIP")
+    assert str(missing) in last["Message"]
+    assert sum(r["Forward Test Success"] == "pass" for r in rows) >= 8  # both parts' other APIs were judged
+    assert [e["api"] for e in summary["input_errors"]] == ["Tensor.sum.0"] and summary["checked"] >= 8
+    assert "Tensor.sum.0.forward.input.0.pt" in caplog.text and "not checked" in caplog.text
     assert not list((tmp_path / "o").glob(".multi_run_ut_*"))  # the parts' folder is removed
+
+
+def test_no_backward_cell_is_111s_and_old_cells_are_read(tmp_path: Path) -> None:
+    """Resuming a result CSV whose rows say N/A (our earlier spelling of "no backward") keeps those rows;
+    the merged parts write ' ' (as 1.1.1) and the summary counts both as N/A."""
+    dump = dump_111(tmp_path / "dump")
+    assert _main("run_ut", "-api_info", str(dump), "-o", str(tmp_path)) == 0
+    result = _one(tmp_path, "accuracy_checking_result_*.csv")
+    single = _rows(result)
+    assert {r["Backward Test Success"] for r in single} == {" "}
+    lines = result.read_text(encoding="utf-8-sig").splitlines(keepends=True)
+    result.write_text("\ufeff" + "".join(line.replace(", ,", ",N/A,") for line in lines[:3]), encoding="utf-8")
+    assert _main("multi_run_ut", "-api_info", str(dump), "-csv_path", str(result), "-n", "2") == 0
+    resumed = _rows(result)
+    assert [r["API name"] for r in resumed] == [r["API name"] for r in single]
+    assert [r["Backward Test Success"] for r in resumed] == ["N/A"] * 2 + [" "] * (len(resumed) - 2)
+    assert [r["Forward Test Success"] for r in resumed] == [r["Forward Test Success"] for r in single]
+    summary = json.loads(_one(tmp_path, "accuracy_checking_summary_*.json").read_text())
+    assert summary["parts"] == 2 and summary["backward"] == {"N/A": len(resumed) - 2}

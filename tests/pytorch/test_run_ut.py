@@ -190,15 +190,34 @@ def test_nothing_checked_exits_non_zero(dumps: dict[str, Path], tmp_path: Path) 
     assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path / "o"), "-config", str(only_dropout)) == 1
 
 
-def test_missing_tensor_file_exits_2(dumps: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_missing_tensor_file_is_a_skip_row_naming_it(dumps: dict[str, Path], tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """The API whose file is gone gets a SKIP row naming the file, every other API is judged as in the
+    full dump, and the command ends with exit 2."""
     import shutil
 
+    assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path / "full")) == 0
+    full = {r["API name"]: r for r in _rows(_one(tmp_path / "full", "accuracy_checking_result_*.csv"))}
     copy = tmp_path / "dump"
     shutil.copytree(dumps["fp32"].parent, copy)
-    missing = copy / "dump_tensor_data" / "Functional.linear.0.forward.input.0.pt"
+    missing = copy / "dump_tensor_data" / "Functional.gelu.0.forward.input.0.pt"
     missing.unlink()
     assert _cli("-api_info", str(copy / "dump.json"), "-o", str(tmp_path / "o")) == 2
-    assert "Functional.linear.0.forward.input.0.pt" in caplog.text and "missing" in caplog.text
+    rows = {r["API name"]: r for r in _rows(_one(tmp_path / "o", "accuracy_checking_result_*.csv"))}
+    assert list(rows) == list(full) == _forward_names(dumps["fp32"])
+    gelu = rows.pop("Functional.gelu.0")
+    assert (gelu["Forward Test Success"], gelu["Backward Test Success"]) == ("SKIP", "SKIP")
+    assert str(missing) in gelu["Message"] and "missing" in gelu["Message"]
+    del full["Functional.gelu.0"]
+    assert {n: (r["Forward Test Success"], r["Backward Test Success"]) for n, r in rows.items()} == \
+        {n: (r["Forward Test Success"], r["Backward Test Success"]) for n, r in full.items()}
+    details = {d["API Name"] for d in _rows(_one(tmp_path / "o", "accuracy_checking_details_*.csv"))}
+    assert "Functional.linear.1.forward.output.0" in details and not any(n.startswith("Functional.gelu.0.")
+                                                                         for n in details)
+    summary = json.loads(_one(tmp_path / "o", "accuracy_checking_summary_*.json").read_text())
+    assert [e["api"] for e in summary["input_errors"]] == ["Functional.gelu.0"]
+    assert str(missing) in summary["input_errors"][0]["message"]
+    assert "Functional.gelu.0.forward.input.0.pt" in caplog.text and "not checked" in caplog.text
 
 
 def test_bad_device_exits_2(dumps: dict[str, Path], tmp_path: Path) -> None:
@@ -278,6 +297,98 @@ def test_memory_format_arguments_are_rebuilt_on_replay(tmp_path: Path) -> None:
     debugger.step()
     dump_json = _one(tmp_path / "dump", "step0/rank/dump.json")
     assert _cli("-api_info", str(dump_json), "-o", str(tmp_path / "out")) == 0
-    rows = {r["API name"]: r for r in _rows(_one(tmp_path / "out", "accuracy_checking_result_*.csv"))}
+    result = _one(tmp_path / "out", "accuracy_checking_result_*.csv")
+    rows = {r["API name"]: r for r in _rows(result)}
     assert rows["Torch.ones_like.0"]["Forward Test Success"] == "pass"
     assert rows["Tensor.to.0"]["Forward Test Success"] == "pass"
+    # no backward recorded: a blank cell, as 1.1.1 writes it
+    assert rows["Torch.ones_like.0"]["Backward Test Success"] == " "
+    assert "Torch.ones_like.0,pass, ," in result.read_text(encoding="utf-8-sig")
+
+
+def _tensor_111(dtype: str, shape: list[int], high: float, low: float, mean: float, norm: float) -> dict:
+    return {"type": "torch.Tensor", "dtype": dtype, "shape": shape, "Max": high, "Min": low, "Mean": mean,
+            "Norm": norm, "requires_grad": False}
+
+
+_X_111 = _tensor_111("torch.float32", [2, 3, 4, 5], 3.4105026721954346, -2.6133224964141846, 0.02979562245309353,
+                     11.3303861618042)
+# Entries of a statistics L1 dump written by msprobe 1.1.1 itself (mindstudio-probe 1.1.1, torch 2.13 CPU) of
+# torch.ones_like(x, dtype=torch.float16, device=torch.device("cpu"), layout=torch.strided,
+# memory_format=torch.preserve_format), torch.sum(x, dim=1, dtype=torch.float64), F.softmax(x, dim=-1,
+# dtype=torch.float64), torch.full((2, 3), 1.5, dtype=torch.float64, layout=torch.strided, device="cpu"),
+# x.reshape(torch.Size([6, 20])), torch.bernoulli(p, generator=g) and torch.arange(6, dtype=torch.float32,
+# device="cpu"): the argument forms as written (a torch.device as "cpu:None", a layout and a Generator as
+# null, torch.Size typed); the tensors' statistics as written, outputs left out.
+DUMP_111_ARGUMENTS = {
+    "Torch.ones_like.0.forward": {"input_args": [_X_111], "input_kwargs": {
+        "dtype": {"type": "torch.dtype", "value": "torch.float16"},
+        "device": {"type": "torch.device", "value": "cpu:None"}, "layout": None,
+        "memory_format": {"type": "torch.memory_format", "format": "preserve_format"}}},
+    "Torch.sum.0.forward": {"input_args": [_X_111], "input_kwargs": {
+        "dim": {"type": "int", "value": 1}, "dtype": {"type": "torch.dtype", "value": "torch.float64"}}},
+    "Functional.softmax.0.forward": {"input_args": [_X_111], "input_kwargs": {
+        "dim": {"type": "int", "value": -1}, "dtype": {"type": "torch.dtype", "value": "torch.float64"}}},
+    "Torch.full.0.forward": {
+        "input_args": [[{"type": "int", "value": 2}, {"type": "int", "value": 3}], {"type": "float", "value": 1.5}],
+        "input_kwargs": {"dtype": {"type": "torch.dtype", "value": "torch.float64"}, "layout": None,
+                         "device": {"type": "torch.device", "value": "cpu"}}},
+    "Tensor.reshape.0.forward": {"input_args": [_X_111, {"type": "torch.Size", "value": [6, 20]}],
+                                 "input_kwargs": {}},
+    "Torch.bernoulli.0.forward": {
+        "input_args": [_tensor_111("torch.float32", [2, 3], 0.7682217955589294, 0.08847743272781372,
+                                   0.4044146239757538, 1.1654441356658936)],
+        "input_kwargs": {"generator": None}},
+    "Torch.arange.0.forward": {"input_args": [{"type": "int", "value": 6}], "input_kwargs": {
+        "dtype": {"type": "torch.dtype", "value": "torch.float32"},
+        "device": {"type": "torch.device", "value": "cpu"}}},
+}
+
+
+def dump_111(folder: Path) -> Path:
+    """A dump.json holding :data:`DUMP_111_ARGUMENTS` (task statistics, as 1.1.1 heads it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "dump.json"
+    path.write_text(json.dumps({"task": "statistics", "level": "L1", "dump_data_dir": None,
+                                "data": DUMP_111_ARGUMENTS}, indent=1))
+    return path
+
+
+def test_argument_forms_of_a_111_dump_are_rebuilt(tmp_path: Path) -> None:
+    assert _cli("-api_info", str(dump_111(tmp_path / "dump")), "-o", str(tmp_path / "out")) == 0
+    rows = {r["API name"]: r for r in _rows(_one(tmp_path / "out", "accuracy_checking_result_*.csv"))}
+    assert list(rows) == [n.removesuffix(".forward") for n in DUMP_111_ARGUMENTS]
+    assert "random API" in rows.pop("Torch.bernoulli.0")["Message"]  # skipped as random, not for its generator
+    assert {(r["Forward Test Success"], r["Backward Test Success"], r["Message"]) for r in rows.values()} == \
+        {("pass", " ", "")}
+    details = {d["API Name"]: d for d in _rows(_one(tmp_path / "out", "accuracy_checking_details_*.csv"))}
+
+    def out(api: str) -> tuple[str, str, str]:
+        row = details[f"{api}.forward.output.0"]
+        return row["DEVICE Dtype"], row["Bench Dtype"], row["Shape"]
+
+    # the recorded dtype, layout and memory format reached the API: its outputs are what the dump recorded
+    assert out("Torch.ones_like.0") == ("torch.float16", "torch.float32", "(2, 3, 4, 5)")
+    assert out("Torch.sum.0") == ("torch.float64", "torch.float64", "(2, 4, 5)")
+    assert out("Functional.softmax.0") == ("torch.float64", "torch.float64", "(2, 3, 4, 5)")
+    assert out("Torch.full.0") == ("torch.float64", "torch.float64", "(2, 3)")
+    assert out("Tensor.reshape.0") == ("torch.float32", "torch.float64", "(6, 20)")
+    assert out("Torch.arange.0") == ("torch.float32", "torch.float64", "(6,)")
+
+
+def test_resume_reads_a_result_csv_with_our_old_no_backward_cell(tmp_path: Path) -> None:
+    """Earlier versions wrote N/A where 1.1.1 writes ' ': such a CSV resumes; its rows stay as they are."""
+    dump = dump_111(tmp_path / "dump")
+    assert _cli("-api_info", str(dump), "-o", str(tmp_path / "o")) == 0
+    result = _one(tmp_path / "o", "accuracy_checking_result_*.csv")
+    full = _rows(result)
+    lines = result.read_text(encoding="utf-8-sig").splitlines(keepends=True)
+    old = [line.replace(",pass, ,", ",pass,N/A,") for line in lines[:3]]
+    result.write_text("\ufeff" + "".join(old), encoding="utf-8")
+    assert _cli("-api_info", str(dump), "-csv_path", str(result)) == 0
+    resumed = _rows(result)
+    assert [r["API name"] for r in resumed] == [r["API name"] for r in full]
+    assert [r["Backward Test Success"] for r in resumed[:2]] == ["N/A", "N/A"]
+    assert [r["Backward Test Success"] for r in resumed[2:]] == [" "] * (len(full) - 2)
+    summary = json.loads(_one(tmp_path / "o", "accuracy_checking_summary_*.json").read_text())
+    assert summary["apis"] == len(full) - 2 and summary["backward"] == {"N/A": len(full) - 2}

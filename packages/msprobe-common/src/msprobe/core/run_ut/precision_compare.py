@@ -9,7 +9,8 @@ acceptable). The details CSVs may be ours or msprobe 1.1.1's: both have 1.1.1's 
 
 Outputs (UTF-8 with BOM), named as 1.1.1 names them:
 ``api_precision_compare_details_{ts}.csv`` (``COMPARE_DETAIL_COLUMNS``: 1.1.1's 28 columns, one row per
-NPU output) and ``api_precision_compare_result_{ts}.csv`` (one row per API: forward and backward status).
+NPU output) and ``api_precision_compare_result_{ts}.csv`` (one row per API: forward and backward status;
+a direction without rows, an API without backward, is ``' '`` as in 1.1.1's, which counts it as passing).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.run_ut.report import BOM, EMPTY, NOT_APPLICABLE, split_output_name, timestamp
+from msprobe.core.run_ut.report import BOM, EMPTY, split_output_name, timestamp
 from msprobe.core.run_ut.standards import (
     ABSOLUTE,
     BENCHMARK,
@@ -294,7 +295,7 @@ def api_precision_compare(npu_csv: str | os.PathLike, gpu_csv: str | os.PathLike
         by_api.setdefault(r.api, {"forward": [], "backward": []}).setdefault(r.direction or "forward", []).append(r)
     apis = []
     for api, groups in by_api.items():
-        statuses = [api_status([r.status for r in groups[d]]) if groups[d] else NOT_APPLICABLE
+        statuses = [api_status([r.status for r in groups[d]]) if groups[d] else EMPTY
                     for d in ("forward", "backward")]
         messages = [f"{r.name}: {r.message}" for d in ("forward", "backward") for r in groups[d]
                     if r.status != PASS and r.message]

@@ -52,7 +52,13 @@ class RunUtResult:
 
 
 class RunUtError(ValueError):
-    """The inputs of the run cannot be used at all (exit 2): a missing tensor file, a bad dump.json."""
+    """The inputs of the run cannot be used at all (exit 2): a bad dump.json, a missing tensor directory."""
+
+
+class TensorFileError(RunUtError):
+    """A tensor file named in dump.json is missing or unreadable. The PyTorch replay reports the API
+    SKIP naming the file, judges the others and exits 2 at the end (docs/run_ut.md); a replay that does
+    not catch it stops the run as any :class:`RunUtError` does."""
 
 
 class Unreplayable(Exception):
@@ -168,13 +174,13 @@ def tensor_dir(dump: DumpFile) -> Path:
 
 
 def tensor_file(folder: Path, value: Mapping[str, Any]) -> Path:
-    """The file of one tensor of a tensor dump; a :class:`RunUtError` naming it when it is missing."""
+    """The file of one tensor of a tensor dump; a :class:`TensorFileError` naming it when it is missing."""
     name = value.get("data_name")
     if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
         raise RunUtError(f"a tensor in dump.json has no usable data_name ({name!r}): is this a task 'tensor' dump?")
     path = folder / name
     if not path.is_file():
-        raise RunUtError(f"tensor file {str(path)!r} is missing (named in dump.json)")
+        raise TensorFileError(f"tensor file {str(path)!r} is missing (named in dump.json)")
     return path
 
 

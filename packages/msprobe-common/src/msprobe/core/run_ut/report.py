@@ -6,9 +6,10 @@
   elements of every failing output.
 
 The CSVs are UTF-8 with a BOM (spreadsheet programs then read them as UTF-8). Statuses are ``pass``,
-``Warning``, ``error`` and ``SKIP``; ``N/A`` in the backward column means the dump records no backward
-for the API. A result CSV given back (``-csv_path``) resumes a run: the APIs it lists are not checked
-again and new rows are appended to it and to its details CSV.
+``Warning``, ``error`` and ``SKIP``; a blank backward cell (``' '``, as msprobe 1.1.1 writes it) means the
+dump records no backward for the API (``N/A`` in memory and in the summary; earlier versions of ours
+wrote ``N/A`` in the CSV too, and readers take both). A result CSV given back (``-csv_path``) resumes a
+run: the APIs it lists are not checked again and new rows are appended to it and to its details CSV.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from msprobe.core.compare.metrics import cosine
 from msprobe.core.run_ut import metrics as m
 from msprobe.core.run_ut.standards import ERROR, PASS, SKIP, OutputVerdict, all_metrics, api_status
 
-NOT_APPLICABLE = "N/A"
+NOT_APPLICABLE = "N/A"  # ApiRow.backward when the dump has no backward (the CSVs spell it per framework)
 RESULT_COLUMNS = ("API name", "Forward Test Success", "Backward Test Success", "Message")
 # msprobe 1.1.1's details columns, in its order and spelling (its stage 2 reads them by these names),
 # each with the all_metrics key it holds; then ours.
@@ -82,6 +83,8 @@ class ApiRow:
     backward: str
     message: str = ""
     outputs: list[OutputRow] = field(default_factory=list)
+    # a recorded input could not be read (a tensor file missing): the row is SKIP and the run ends non-zero
+    input_error: bool = False
 
 
 def api_row(name: str, forward: list[OutputRow], backward: tuple[str, list[OutputRow], str] | None) -> ApiRow:
@@ -185,22 +188,26 @@ def detail_cells(row: OutputRow) -> list[str]:
 class DetailsLayout:
     """How a framework's report spells its CSVs: the details columns and how one output fills them, the
     result CSV's header and its backward cell for an API whose dump has no backward. The default is
-    PyTorch's (:data:`DETAIL_COLUMNS` with :func:`detail_cells`, :data:`RESULT_COLUMNS`, ``N/A``); a
-    framework whose 1.1.1 checker wrote other ones (MindSpore) passes its own to :class:`Report`,
-    :func:`merge_parts` and :func:`read_done`. ``ApiRow.backward`` stays ``N/A`` in memory and summaries."""
+    PyTorch's, as msprobe 1.1.1's PyTorch checker wrote them (:data:`DETAIL_COLUMNS` with
+    :func:`detail_cells`, :data:`RESULT_COLUMNS`, ``' '``); a framework whose 1.1.1 checker wrote other
+    ones (MindSpore: an empty cell) passes its own to :class:`Report`, :func:`merge_parts` and
+    :func:`read_done`. ``ApiRow.backward`` stays ``N/A`` in memory and summaries."""
 
     columns: tuple[str, ...]
     cells: Callable[[OutputRow], list[str]]
     result_columns: tuple[str, ...] = RESULT_COLUMNS
-    no_backward: str = NOT_APPLICABLE
+    no_backward: str = EMPTY
 
     def result_cells(self, row: ApiRow) -> list[str]:
         backward = self.no_backward if row.backward == NOT_APPLICABLE else row.backward
         return [row.name, row.forward, backward, row.message]
 
-    def backward_status(self, cell: str) -> str:
-        """A result CSV's backward cell as ``ApiRow.backward`` holds it (for counting merged rows)."""
-        return NOT_APPLICABLE if cell == self.no_backward else cell
+
+def backward_status(cell: str) -> str:
+    """A result CSV's backward cell as ``ApiRow.backward`` holds it: blank (1.1.1's ``' '``, MindSpore's
+    empty cell) and our earlier ``N/A`` are all "no backward" (``N/A``), which 1.1.1 counts as a backward
+    that did not fail."""
+    return NOT_APPLICABLE if cell.strip() in ("", NOT_APPLICABLE) else cell
 
 
 DEFAULT_DETAILS = DetailsLayout(DETAIL_COLUMNS, detail_cells)
@@ -298,8 +305,9 @@ class Report:
             csv.writer(handle).writerow(self.layout.result_cells(row))
 
     def summary(self, **info: Any) -> dict[str, Any]:
-        """Counts of this run's rows (forward and backward statuses), ``info`` (seed, inputs...) and
-        the worst elements of every failing output; written to the summary JSON."""
+        """Counts of this run's rows (forward and backward statuses), ``info`` (seed, inputs...), the
+        worst elements of every failing output and the APIs whose recorded inputs could not be read
+        (``input_errors``); written to the summary JSON."""
         failures = [{"output": o.name, "status": o.verdict.status, "message": o.verdict.message, "worst": o.worst}
                     for r in self.rows for o in r.outputs if o.verdict.status == ERROR]
         data = {
@@ -310,6 +318,7 @@ class Report:
             "forward": dict(Counter(r.forward for r in self.rows)),
             "backward": dict(Counter(r.backward for r in self.rows)),
             "failures": failures,
+            "input_errors": [{"api": r.name, "message": r.message} for r in self.rows if r.input_error],
         }
         with open(self.summary_path, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2, default=str)
@@ -338,11 +347,12 @@ def merge_parts(part_dirs: Iterable[str | os.PathLike], output_dir: str | os.Pat
     CSV and one summary JSON: the rows of each part in the order of ``part_dirs`` (contiguous parts of
     the dump: the dump's order). New files in ``output_dir``, or with ``resume_csv`` the rows are
     appended to that result CSV and its details CSV. The summary counts the merged rows, joins the
-    parts' failures, and holds the first part's run information, then ``info``."""
+    parts' failures and input errors, and holds the first part's run information, then ``info``."""
     report = Report(output_dir, resume_csv, details)
     results: list[list[str]] = []
     detail_rows: list[list[str]] = []
     failures: list[Any] = []
+    input_errors: list[Any] = []
     first: dict[str, Any] = {}
     for folder in map(Path, part_dirs):
         results += _data_rows(_only(folder, RESULT_PREFIX, ".csv"), details.result_columns)
@@ -350,11 +360,12 @@ def merge_parts(part_dirs: Iterable[str | os.PathLike], output_dir: str | os.Pat
         with open(_only(folder, SUMMARY_PREFIX, ".json"), encoding="utf-8") as handle:
             part = json.load(handle)
         failures += part.get("failures", [])
+        input_errors += part.get("input_errors", [])
         first = first or part
     for path, rows in ((report.result_path, results), (report.details_path, detail_rows)):
         with open(path, "a", encoding="utf-8", newline="") as handle:
             csv.writer(handle).writerows(rows)
-    counted = ("result_csv", "details_csv", "apis", "forward", "backward", "failures")
+    counted = ("result_csv", "details_csv", "apis", "forward", "backward", "failures", "input_errors")
     data = {
         **{k: v for k, v in first.items() if k not in counted},
         **info,
@@ -362,8 +373,9 @@ def merge_parts(part_dirs: Iterable[str | os.PathLike], output_dir: str | os.Pat
         "details_csv": str(report.details_path),
         "apis": len(results),
         "forward": dict(Counter(r[1] for r in results)),
-        "backward": dict(Counter(details.backward_status(r[2]) for r in results)),
+        "backward": dict(Counter(backward_status(r[2] if len(r) > 2 else "") for r in results)),
         "failures": failures,
+        "input_errors": input_errors,
     }
     with open(report.summary_path, "w", encoding="utf-8") as handle:
         json.dump(data, handle, indent=2, default=str)

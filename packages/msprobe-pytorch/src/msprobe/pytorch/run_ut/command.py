@@ -2,7 +2,8 @@
 
 Exit codes: 0 at least one API was judged (whatever the verdicts: finding an error is a successful
 check); 1 nothing was judged (every API SKIP, or none left); 2 bad input (a missing or invalid
-dump.json, config or result CSV, a missing tensor file, an unavailable device).
+dump.json, config or result CSV, an unavailable device: nothing is checked), or a tensor file missing
+or unreadable (its API is reported SKIP naming it, the others are judged, the reports are written).
 """
 
 from __future__ import annotations
@@ -98,8 +99,19 @@ def _run(args: argparse.Namespace) -> int:
     summary = result.summary
     logger.info("run_ut: %d APIs, forward %s, backward %s; results in %s", summary["apis"], summary["forward"],
                 summary["backward"], summary["result_csv"])
-    if result.checked == 0:
-        logger.error("run_ut: no API was checked (every API was skipped or filtered out)")
+    return exit_code("run_ut", summary, result.checked)
+
+
+def exit_code(command: str, summary: dict, checked: int) -> int:
+    """2 when an API's tensor file was missing or unreadable (the summary's ``input_errors``), else 1 when
+    nothing was judged, else 0; the reason is logged."""
+    errors = summary.get("input_errors") or []
+    if errors:
+        logger.error("%s: %d API(s) not checked, their recorded inputs cannot be read (SKIP rows in %s): %s",
+                     command, len(errors), summary["result_csv"], "; ".join(e["message"] for e in errors[:3]))
+        return 2
+    if checked == 0:
+        logger.error("%s: no API was checked (every API was skipped or filtered out)", command)
         return 1
     return 0
 

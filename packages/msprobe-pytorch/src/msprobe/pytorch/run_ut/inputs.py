@@ -1,6 +1,8 @@
 """Rebuild an API's arguments from its dump.json entry: tensors from their files (task ``tensor``) or
 generated from the recorded statistics (task ``statistics``, by the seeded rule both frameworks share:
-:func:`msprobe.core.run_ut.replay_common.generate_values`), other values from their JSON form.
+:func:`msprobe.core.run_ut.replay_common.generate_values`), other values from their JSON form — ours
+and msprobe 1.1.1's (``torch.Size`` as ``{"type": "torch.Size", "value": [...]}``, a device as
+``"cpu:None"``, a generator or layout as null: the default; docs/run_ut.md).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from msprobe.core.compare.tensorfile import TensorSpec
 from msprobe.core.run_ut.replay_common import (
     TENSOR_TYPES,
     RunUtError,
+    TensorFileError,
     Unreplayable,
     generate_values,
     is_tensor_value,
@@ -23,8 +26,8 @@ from msprobe.core.run_ut.replay_common import (
     tensor_file,
 )
 
-__all__ = ["RunUtError", "TensorSource", "Unreplayable", "generate", "is_tensor_value", "rebuild", "rng_for",
-           "torch_dtype"]
+__all__ = ["RunUtError", "TensorFileError", "TensorSource", "Unreplayable", "generate", "is_tensor_value",
+           "rebuild", "rng_for", "torch_dtype"]
 
 _NUMPY_SCALARS = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_", "bool"}
 
@@ -63,7 +66,7 @@ class TensorSource:
         try:
             array = self.loader(path, TensorSpec.of(value))
         except (OSError, ValueError, TypeError) as exc:
-            raise RunUtError(f"tensor file {str(path)!r} cannot be read: {exc}") from None
+            raise TensorFileError(f"tensor file {str(path)!r} cannot be read: {exc}") from None
         return torch.from_numpy(np.ascontiguousarray(array)).to(torch_dtype(value.get("dtype")))
 
 
@@ -92,6 +95,8 @@ def rebuild(value: Any, make_tensor: Callable[[dict], Any], device: Callable[[st
         return device(str(value.get("value")))
     if kind == "torch.memory_format":
         return _memory_format(value.get("format"))
+    if kind == "torch.Size":  # 1.1.1's form; ours writes a list of ints
+        return _size(value.get("value"))
     if kind is None and all(isinstance(k, str) for k in value):  # a dict argument
         return {k: rebuild(v, make_tensor, device) for k, v in value.items()}
     raise Unreplayable(f"argument of type {kind!r} cannot be rebuilt")
@@ -103,3 +108,10 @@ def _memory_format(name: Any) -> torch.memory_format:
     if not isinstance(memory_format, torch.memory_format):
         raise Unreplayable(f"unknown memory_format {name!r}")
     return memory_format
+
+
+def _size(dims: Any) -> torch.Size:
+    """``{"type": "torch.Size", "value": [6, 20]}`` (msprobe 1.1.1's spelling) → the size."""
+    if not isinstance(dims, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        raise Unreplayable(f"torch.Size without a list of ints: {dims!r}")
+    return torch.Size(dims)

@@ -19,6 +19,7 @@ from msprobe.core.cli import Command
 from msprobe.core.log import logger
 from msprobe.core.run_ut.parallel import DEFAULT_PARTS, MAX_PARTS, add_parts_option, split_parts
 from msprobe.pytorch.run_ut.command import _configure as _configure_run_ut
+from msprobe.pytorch.run_ut.command import exit_code
 
 __all__ = ["DEFAULT_PARTS", "MAX_PARTS", "multi_run_ut", "multi_run_ut_command", "split_parts"]
 
@@ -102,10 +103,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     logger.info("multi_run_ut: %d APIs in %d parts, forward %s, backward %s; results in %s", summary["apis"],
                 summary["parts"], summary["forward"], summary["backward"], summary["result_csv"])
-    if checked == 0:
-        logger.error("multi_run_ut: no API was checked (every API was skipped or filtered out)")
-        return 1
-    return 0
+    return exit_code("multi_run_ut", summary, checked)
 
 
 def multi_run_ut_command() -> Command:

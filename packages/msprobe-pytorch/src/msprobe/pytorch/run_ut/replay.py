@@ -8,7 +8,8 @@ the dump has the API's backward entry, the backward is replayed on both sides wi
 gradient of the outputs (generated, for a statistics dump) and the input gradients are judged too.
 
 An API recorded with low-precision outputs from float32 inputs (autocast) runs its device side in the
-output dtype, as autocast did, and its bench in float32.
+output dtype, as autocast did, and its bench in float32. An API whose tensor file is missing or unreadable
+is reported SKIP naming the file (``ApiRow.input_error``); the others are judged, and the command exits 2.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from msprobe.core.run_ut.replay_common import (
     tensor_dir,
 )
 from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, api_row, output_row, report_dir
-from msprobe.pytorch.run_ut.inputs import RunUtError, TensorSource, Unreplayable, torch_dtype
+from msprobe.pytorch.run_ut.inputs import RunUtError, TensorFileError, TensorSource, Unreplayable, torch_dtype
 
 DEFAULT_SEED = 1234
 REPLAYED_PREFIXES = ("Torch", "Tensor", "Functional", "VF", "NPU")
@@ -186,6 +187,8 @@ class Replayer:
             return self._replay(row_name, prefix, api, entry, backward, func, device_func)
         except Unreplayable as exc:
             return ApiRow(row_name, SKIP, back, f"cannot replay: {exc}")
+        except TensorFileError as exc:  # this API's inputs are gone; the others may still be judged
+            return ApiRow(row_name, SKIP, back, f"cannot replay: {exc}", input_error=True)
         except RunUtError:
             raise
         except Exception as exc:  # the API itself failed on these inputs: report it, go on
@@ -428,9 +431,13 @@ def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, 
         if row.forward != SKIP or row.backward not in (SKIP, NOT_APPLICABLE):
             checked += 1
         report.add(row)
-        # a finding is worth a line as it happens; the rest is in the result CSV and the final summary
-        level = logging.INFO if {row.forward, row.backward} & {ERROR, WARNING} else logging.DEBUG
-        logger.log(level, "run_ut: %s forward %s backward %s", row.name, row.forward, row.backward)
+        # a finding or a missing input is worth a line as it happens; the rest is in the result CSV and the
+        # final summary
+        if row.input_error:
+            logger.warning("run_ut: %s SKIP: %s", row.name, row.message)
+        else:
+            level = logging.INFO if {row.forward, row.backward} & {ERROR, WARNING} else logging.DEBUG
+            logger.log(level, "run_ut: %s forward %s backward %s", row.name, row.forward, row.backward)
     summary = report.summary(api_info=str(api_info), task=dump.task, device=str(dev),
                              bench="cpu, float16/bfloat16 -> float32, float32 -> float64",
                              seed=seed if not tensor_mode else None,
