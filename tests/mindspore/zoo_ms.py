@@ -262,9 +262,10 @@ ZOO = [
     ZooModel("lstm", LSTMClassifier, _labelled_tokens, _classifier_loss),
 ]
 
-FAULTED = {  # for the first-divergence checks: a weight in the middle of each model (not the LSTM: MindSpore
-    # 2.10's CPU LSTM gradient is inf in fp16, and its amp cannot keep nn.LSTM in fp32: the cast of the
-    # black-listed cell's output fails on LSTM's tuple)
+# For the first-divergence checks: a weight in the middle of each model. Not the LSTM: MindSpore 2.10's CPU
+# LSTM gradients in fp16 are wrong (zeros or stray values, varying between identical runs), and its amp
+# cannot keep nn.LSTM in fp32 (the cast of a black-listed cell's output fails on LSTM's tuple).
+FAULTED = {
     "llama": "model.layers.1.mlp.down_proj",
     "vit": "blocks.1.mlp.fc1",
     "resnet": "layer3.0.conv2",
