@@ -10,7 +10,7 @@ on a shared machine; and wall time), where ``calls`` is the number of forward en
 ``statistics L1`` writes to dump.json (the count is printed; each forward also brings its backward entry).
 The last column says whether the median CPU cost per call is within :data:`TARGETS`.
 
-    python tools/bench/percall.py [--framework pytorch|mindspore] [--rounds 5] [--steps 10] [--device cuda]
+    python tools/bench/percall.py [--framework pytorch|mindspore|both] [--rounds 5] [--steps 10] [--device cuda]
 """
 
 from __future__ import annotations
@@ -122,16 +122,10 @@ def count_forward_calls(model: Any, train_step: Callable[[Any], None], debugger_
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--framework", choices=("pytorch", "mindspore"), default="pytorch")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--modes", nargs="*", help="only these modes (bare always runs), e.g. 'statistics L1'")
-    parser.add_argument("--device", default="cpu", help="PyTorch only: the device to train on, e.g. cuda, npu")
-    args = parser.parse_args()
-    logging.getLogger("msprobe").setLevel(logging.ERROR)
-    if args.framework == "pytorch":
+def measure(framework: str, args: argparse.Namespace) -> dict[str, tuple[float, float, float]]:
+    """Per mode of ``framework``: (median CPU µs per call, fastest-step CPU µs per call, median wall µs per
+    call), after printing its table."""
+    if framework == "pytorch":
         model, train_step, debugger_cls, batch = torch_setup(args.device)
         modes = TORCH_MODES
     else:
@@ -147,17 +141,44 @@ def main() -> None:
     cpu = {mode: statistics.median(t[1] for t in values) for mode, values in samples.items()}
     fastest = {mode: min(t[1] for t in values) for mode, values in samples.items()}
     wall = {mode: statistics.median(t[0] for t in values) for mode, values in samples.items()}
-    print(f"{args.framework}: {calls} forward calls captured per step (statistics L1)")
+    figures = {mode: ((cpu[mode] - cpu["bare"]) / calls * 1e6, (fastest[mode] - fastest["bare"]) / calls * 1e6,
+                      (wall[mode] - wall["bare"]) / calls * 1e6) for mode in samples}
+    print(f"{framework}: {calls} forward calls captured per step (statistics L1)")
     print(f"{'mode':16s} {'cpu ms/step':>12s} {'µs/call':>8s} {'µs/call (min)':>14s}"
           f" {'wall ms/step':>13s} {'µs/call':>8s}  target")
-    for mode in samples:
-        per_call = (cpu[mode] - cpu["bare"]) / calls * 1e6
-        print(
-            f"{mode:16s} {cpu[mode] * 1e3:12.2f} {per_call:8.1f}"
-            f" {(fastest[mode] - fastest['bare']) / calls * 1e6:14.1f}"
-            f" {wall[mode] * 1e3:13.2f} {(wall[mode] - wall['bare']) / calls * 1e6:8.1f}"
-            f"  {verdict(TARGETS.get(mode), per_call, unit=' µs')}"
-        )
+    for mode, (per_call, per_call_min, per_call_wall) in figures.items():
+        print(f"{mode:16s} {cpu[mode] * 1e3:12.2f} {per_call:8.1f} {per_call_min:14.1f}"
+              f" {wall[mode] * 1e3:13.2f} {per_call_wall:8.1f}  {verdict(TARGETS.get(mode), per_call, unit=' µs')}")
+    return figures
+
+
+# MindSpore's cost per captured call against PyTorch's on the same model, measured in one run (issue 23).
+MINDSPORE_RATIO_TARGET = 2.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--framework", choices=("pytorch", "mindspore", "both"), default="pytorch",
+                        help="both: PyTorch, then MindSpore, and MindSpore's cost per call over PyTorch's")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--modes", nargs="*", help="only these modes (bare always runs), e.g. 'statistics L1'")
+    parser.add_argument("--device", default="cpu", help="PyTorch only: the device to train on, e.g. cuda, npu")
+    args = parser.parse_args()
+    logging.getLogger("msprobe").setLevel(logging.ERROR)
+    if args.framework != "both":
+        measure(args.framework, args)
+        return
+    torch_figures = measure("pytorch", args)
+    mindspore_figures = measure("mindspore", args)
+    print("MindSpore over PyTorch, per captured call (CPU time counts MindSpore's executor thread too)")
+    print(f"{'mode':16s} {'cpu':>6s} {'cpu (min)':>10s} {'wall':>6s}  target")
+    for mode in mindspore_figures:
+        if mode == "bare" or mode not in torch_figures:
+            continue
+        ratios = [m / t if t > 0 else float("inf") for m, t in zip(mindspore_figures[mode], torch_figures[mode])]
+        print(f"{mode:16s} {ratios[0]:6.2f} {ratios[1]:10.2f} {ratios[2]:6.2f}"
+              f"  {verdict(MINDSPORE_RATIO_TARGET, ratios[2], unit='x')} (wall)")
 
 
 if __name__ == "__main__":
