@@ -26,17 +26,15 @@ call had made it.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import Any
 
 import mindspore
 from mindspore import ops
+from msprobe.core import gradients
 from msprobe.core.events import Call
+from msprobe.core.gradients import ConsumerHook, Emit
 from msprobe.core.log import logger
 from msprobe.mindspore.private_api import _pynative_executor
-
-Emit = Callable[[Call, tuple, tuple], None]
 
 _add = ops.add  # taken at import, before msprobe's own API patches can replace it
 _GRAPH_VISIBLE = all(hasattr(mindspore.Tensor, name) for name in ("_grad_node", "_output_index"))
@@ -147,89 +145,34 @@ def differentiable_outputs(output: Any) -> list:
     return []
 
 
-class EmitOrder:
-    """The order in which finished captures are reported to ``emit(call, grad_input, grad_output)``: a
-    call's entry after the entries of the calls made inside it (a cell after its APIs, as msprobe 1.1.1
-    lists them).
-
-    A cell's consumers can finish before an API inside it does (a weight's transpose runs after the
-    matmul that gave the cell's input its gradient), so a finished capture that waited for its inputs'
-    gradients waits too while a capture started inside it has received gradients in this pass and not
-    finished. One whose inputs need no gradient is complete as soon as its outputs' gradients arrive. At
-    the end of each backward pass whatever is still waiting from that pass is reported with the gradients
-    that arrived (a branch the loss does not use never runs its consumers).
-    """
+class EmitOrder(gradients.EmitOrder):
+    """Core's order of reports (``msprobe.core.gradients``), flushed at the end of each of PyNative's
+    backward passes."""
 
     def __init__(self, emit: Emit) -> None:
-        self._emit = emit
-        self.serial = 0  # captures made so far: a capture's number says when its call started
-        self._running: list[BackwardCapture] = []  # received gradients in this pass, not yet reported
-        self._flush_queued: set[int] = set()  # the backward passes that will flush at their end
-
-    def started(self, capture: BackwardCapture) -> None:
-        self._running.append(capture)
-        task = capture.task
-        if task not in self._flush_queued:
-            self._flush_queued.add(task)
-            _pynative_executor.queue_backward_final_callback(functools.partial(self._flush, task))
-
-    def finished(self) -> None:
-        self._drain(force=None)
-
-    def forget(self) -> None:
-        """Drop what a backward pass that never ended (an exception inside it) left waiting."""
-        self._running.clear()
-        self._flush_queued.clear()
-
-    def _flush(self, task: int) -> None:
-        self._flush_queued.discard(task)
-        self._drain(force=task)
-
-    def _drain(self, force: int | None) -> None:
-        """Report, first in the running list first, each capture that may be (every one of pass ``force``);
-        after each report look again from the start, since it may have been what held back an outer one."""
-        running = self._running
-        i = 0
-        while i < len(running):
-            capture = running[i]
-            done = capture.complete or capture.task == force
-            if done and not (capture.waits_for_inputs and capture.encloses_any(running)):
-                del running[i]
-                grad_input, grad_output = capture.take_grads()
-                self._emit(capture.call, grad_input, grad_output)
-                i = 0
-            else:
-                i += 1
+        super().__init__(emit, _pynative_executor.queue_backward_final_callback)
 
 
-class BackwardCapture:
-    """Collects the gradients of ``call`` (what ``order`` hands back to its ``emit`` with them).
+class BackwardCapture(gradients.GradientCapture):
+    """Watches the gradient graph of ``call`` and counts its gradients in core's
+    :class:`~msprobe.core.gradients.GradientCapture`: one per differentiable output
+    (:func:`differentiable_outputs`), one per differentiable input (:func:`differentiable_inputs`)."""
 
-    ``grad_input``: one gradient per differentiable output (:func:`differentiable_outputs`, ``None``
-    where none flowed). ``grad_output``: one per differentiable input (:func:`differentiable_inputs`),
-    ``None`` where the input needs no gradient or got none from this call. A tensor passed twice gets,
-    at each position, the whole gradient the call gave it.
-    """
+    __slots__ = ("_last", "_start", "_inputs", "_slots_of")
 
-    __slots__ = (
-        "call", "_order", "_serial", "_last", "_start", "_inputs", "_slots_of", "_input_count", "_outputs",
-        "_hooked_outputs", "_consumers", "waits_for_inputs", "_started", "complete", "_output_grads",
-        "_input_grads", "_fired_outputs", "_fired_consumers", "task",
-    )
+    current_pass = staticmethod(_pynative_executor.get_current_autodiff_engine_id)
 
     def __init__(self, order: EmitOrder, call: Call, inputs: list) -> None:
-        self.call = call
-        self._order = order
-        self._serial = self._last = order.serial
-        order.serial += 1
+        super().__init__(order, call, len(inputs))
+        self._last = self._serial
         self._inputs = inputs  # until arm()
         self._slots_of, self._start = _input_edges(inputs)
-        self._input_count = len(inputs)
-        self._outputs = self._hooked_outputs = self._consumers = 0
-        self.waits_for_inputs = False
-        self._started = self.complete = False
-        self._output_grads = self._input_grads = None  # per backward pass, from its first gradient on
-        self.task = -1  # the backward pass its gradients arrive in
+
+    @staticmethod
+    def add(previous: mindspore.Tensor, grad: mindspore.Tensor) -> mindspore.Tensor:
+        """Summed outside the gradient graph."""
+        with grad_recording_off():
+            return _add(previous, grad)
 
     def arm(self, outputs: list) -> None:
         """The call returned ``outputs`` (:func:`differentiable_outputs`): hook them and the nodes the
@@ -250,7 +193,7 @@ class BackwardCapture:
                     roots.append(node)
             consumers = self._find_consumers(roots)
             for node, pairs in consumers.values():
-                node.register_hook(_ConsumerHook(self, tuple(pairs)))
+                node.register_hook(ConsumerHook(self, tuple(pairs)))
             self._consumers = len(consumers)
             self.waits_for_inputs = self._consumers > 0
         self._inputs = self._slots_of = None
@@ -283,55 +226,6 @@ class BackwardCapture:
         serial, last = self._serial, self._last
         return any(serial < other._serial < last for other in captures)
 
-    # ---- backward side ------------------------------------------------------------------------
-    def _arrived(self) -> bool:
-        """The first gradient of this backward pass: start afresh and tell the order. False for a gradient
-        that arrives after the capture was reported in this pass (an output that is an input passed
-        through gets its gradient once every use of it, the call's own consumers included, has run)."""
-        task = _pynative_executor.get_current_autodiff_engine_id()
-        if task == self.task:
-            return False
-        self.task = task
-        self._started = True
-        self.complete = False
-        self._output_grads = [None] * self._outputs
-        self._input_grads = [None] * self._input_count
-        self._fired_outputs = self._fired_consumers = 0
-        self._order.started(self)
-        return True
-
-    def _output_arrived(self, index: int, grad: mindspore.Tensor) -> None:
-        if not self._started and not self._arrived():
-            return
-        self._output_grads[index] = grad
-        self._fired_outputs += 1
-        if self._consumers == 0 and self._fired_outputs == self._hooked_outputs:
-            self._finish()
-
-    def _consumer_ran(self, pairs: tuple[tuple[int, int], ...], grad_inputs: tuple) -> None:
-        if not self._started and not self._arrived():
-            return
-        input_grads = self._input_grads
-        for index, slot in pairs:
-            grad = grad_inputs[index] if index < len(grad_inputs) else None
-            if grad is not None:
-                previous = input_grads[slot]
-                input_grads[slot] = grad if previous is None else _sum(previous, grad)
-        self._fired_consumers += 1
-        if self._fired_consumers == self._consumers:
-            self._finish()
-
-    def _finish(self) -> None:
-        self.complete = True
-        self._order.finished()
-
-    def take_grads(self) -> tuple[tuple, tuple]:
-        """``(grad_input, grad_output)`` of this pass; the next backward pass starts afresh."""
-        grads = tuple(self._output_grads), tuple(self._input_grads)
-        self._started = False
-        self._output_grads = self._input_grads = None  # the gradients are not kept past their report
-        return grads
-
 
 class _OutputHook:
     """The hook on output ``index`` of a call; it hands the gradient on unchanged (a MindSpore tensor
@@ -344,21 +238,8 @@ class _OutputHook:
         self._index = index
 
     def __call__(self, grad: mindspore.Tensor) -> mindspore.Tensor:
-        self._capture._output_arrived(self._index, grad)
+        self._capture.output_arrived(self._index, grad)
         return grad
-
-
-class _ConsumerHook:
-    """The post-hook on a consumer node: ``pairs`` are its (next-edge index, input slot) pairs."""
-
-    __slots__ = ("_capture", "_pairs")
-
-    def __init__(self, capture: BackwardCapture, pairs: tuple[tuple[int, int], ...]) -> None:
-        self._capture = capture
-        self._pairs = pairs
-
-    def __call__(self, grad_inputs: tuple, _grad_outputs: tuple) -> None:
-        self._capture._consumer_ran(self._pairs, grad_inputs)
 
 
 def _input_edges(inputs: list) -> tuple[dict[tuple[int, int], list[int]], int]:
@@ -375,9 +256,3 @@ def _input_edges(inputs: list) -> tuple[dict[tuple[int, int], list[int]], int]:
         if not node.is_leaf():
             start = max(start, node._sequence_nr())
     return slots_of, start
-
-
-def _sum(previous: mindspore.Tensor, grad: mindspore.Tensor) -> mindspore.Tensor:
-    """Two gradients the call gave one input, summed outside the gradient graph."""
-    with grad_recording_off():
-        return _add(previous, grad)

@@ -27,103 +27,48 @@ state of a backward pass is made when the pass's first gradient arrives.
 
 from __future__ import annotations
 
-import functools
-import itertools
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch._C._autograd import _get_sequence_nr
 
-Emit = Callable[[Any, tuple, tuple], None]
+from msprobe.core import gradients
+from msprobe.core.gradients import ConsumerHook, Emit
 
 _engine = torch.autograd.Variable._execution_engine
-_graph_task = torch._C._current_graph_task_id
-_serials = itertools.count()
 _LEAF = -1  # the output slot of a leaf's edge: a leaf is matched by its accumulator's ``variable``
 _AccumulateGrad = torch._C._functions.AccumulateGrad  # the node a leaf's gradient flows into
 
 
-class EmitOrder:
-    """The order in which finished captures are reported to ``emit(call, grad_input, grad_output)``: a
-    call's entry after the entries of the calls made inside it (a module after its APIs, as msprobe
-    1.1.1 lists them).
-
-    A module's consumers can finish before an API inside it does (``F.linear``'s gradient for the weight
-    is computed after the one for the input), so a finished capture that waited for its inputs'
-    gradients waits too while a capture nested in it has received gradients in this pass and not
-    finished. One whose inputs need no gradient is complete as soon as its outputs' gradients arrive, and
-    is reported at once. At the end of each backward pass whatever is still waiting from that pass is
-    reported with the gradients that arrived. Passes nest: a reentrant checkpoint runs a backward pass of
-    its recomputed graph inside the outer one, whose captures go on waiting when the inner pass ends.
-    """
+class EmitOrder(gradients.EmitOrder):
+    """Core's order of reports (``msprobe.core.gradients``), flushed at the end of each of autograd's
+    backward passes (graph tasks)."""
 
     def __init__(self, emit: Emit) -> None:
-        self._emit = emit
-        self._running: list[BackwardCapture] = []  # received gradients in this pass, not yet reported
-        self._flush_queued: set[int] = set()  # the backward passes (graph tasks) that will flush at their end
-
-    def started(self, capture: BackwardCapture) -> None:
-        self._running.append(capture)
-        task = capture.task
-        if task not in self._flush_queued:
-            self._flush_queued.add(task)
-            _engine.queue_callback(functools.partial(self._flush, task))
-
-    def finished(self) -> None:
-        self._drain(force=None)
-
-    def _flush(self, task: int) -> None:
-        self._flush_queued.discard(task)
-        self._drain(force=task)
-
-    def _drain(self, force: int | None) -> None:
-        """Report, first in the running list first, each capture that may be (every one of pass ``force``);
-        after each report look again from the start, since it may have been what held back an outer one."""
-        running = self._running
-        i = 0
-        while i < len(running):
-            capture = running[i]
-            done = capture.complete or capture.task == force
-            if done and not (capture.waits_for_inputs and capture.encloses_any(running)):
-                del running[i]
-                grad_input, grad_output = capture.take_grads()
-                self._emit(capture.call, grad_input, grad_output)
-                i = 0
-            else:
-                i += 1
+        super().__init__(emit, _engine.queue_callback)
 
 
-class BackwardCapture:
-    """Collects the gradients of ``call`` (what ``order`` hands back to its ``emit`` with them).
+class BackwardCapture(gradients.GradientCapture):
+    """Watches the autograd graph of ``call`` and counts its gradients in core's
+    :class:`~msprobe.core.gradients.GradientCapture`: one per tensor output, one per tensor input."""
 
-    ``grad_input``: one gradient per tensor output (``None`` when none flowed). ``grad_output``: one
-    per tensor input in argument order, ``None`` where the input needs no gradient or got none from
-    this call. A tensor passed twice gets, at each position, the whole gradient the call gave it.
+    __slots__ = ("_start", "_end", "_inputs", "_slots_of")
 
-    The entry is emitted when every consumer has run, or — when some never run (a branch the loss
-    does not use) — at the end of that backward pass with what arrived.
-    """
-
-    __slots__ = (
-        "call", "_order", "_serial", "_start", "_end", "_inputs", "_slots_of", "_input_count", "_outputs",
-        "_hooked_outputs", "_consumers", "waits_for_inputs", "_started", "complete", "_output_grads",
-        "_input_grads", "_fired_outputs", "_fired_consumers", "task",
-    )
+    current_pass = staticmethod(torch._C._current_graph_task_id)
 
     def __init__(self, order: EmitOrder, call: Any, flat_inputs: list) -> None:
-        self.call = call
-        self._order = order
-        self._serial = next(_serials)  # calls begin in this order; an outer call before those inside it
         self._start = _get_sequence_nr()  # every node the call creates has a number at least this
         self._end = self._start
         self._inputs, self._slots_of = _input_edges(flat_inputs)  # both until arm()
-        self._input_count = len(self._inputs)
-        self._outputs = self._hooked_outputs = self._consumers = 0
-        self.waits_for_inputs = False
-        self._started = self.complete = False
-        self._output_grads = self._input_grads = None  # per backward pass, from its first gradient on
-        self.task = -1  # the backward pass (graph task) its gradients arrive in
+        super().__init__(order, call, len(self._inputs))
+
+    @staticmethod
+    def add(previous: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+        """Summed outside autograd (a backward with ``create_graph=True`` records what hooks compute) and
+        out of every function mode's sight (ours is on the stack during backward; a user's must not see
+        our calls)."""
+        with torch.no_grad(), torch._C.DisableTorchFunction():
+            return previous + grad
 
     def arm(self, flat_outputs: list) -> None:
         """The call returned: hook its tensor outputs and the nodes it created that consume inputs."""
@@ -145,7 +90,7 @@ class BackwardCapture:
                     roots.append(node)
             consumers = self._find_consumers(roots)
             for node, pairs in consumers.items():
-                node.register_hook(_ConsumerHook(self, tuple(pairs)))
+                node.register_hook(ConsumerHook(self, tuple(pairs)))
             self._consumers = len(consumers)
             self.waits_for_inputs = self._consumers > 0
         self._inputs = self._slots_of = None
@@ -187,56 +132,6 @@ class BackwardCapture:
             if serial < other._serial and other._end <= end:
                 return True
         return False
-
-    # ---- backward side ------------------------------------------------------------------------
-    def _arrived(self) -> bool:
-        """The first gradient of this backward pass: start afresh and tell the order. False for a gradient
-        that arrives after the capture was reported in this pass: an output that is an input passed through
-        (T5's ``position_bias``) gets its gradient only once every use of that tensor, the call's own
-        consumers included, has run; it is not reported again."""
-        task = _graph_task()
-        if task == self.task:
-            return False
-        self.task = task
-        self._started = True
-        self.complete = False
-        self._output_grads = [None] * self._outputs
-        self._input_grads = [None] * self._input_count
-        self._fired_outputs = self._fired_consumers = 0
-        self._order.started(self)
-        return True
-
-    def _output_arrived(self, index: int, grad: torch.Tensor) -> None:
-        if not self._started and not self._arrived():
-            return
-        self._output_grads[index] = grad
-        self._fired_outputs += 1
-        if self._consumers == 0 and self._fired_outputs == self._hooked_outputs:
-            self._finish()
-
-    def _consumer_ran(self, pairs: tuple[tuple[int, int], ...], grad_inputs: tuple) -> None:
-        if not self._started and not self._arrived():
-            return
-        input_grads = self._input_grads
-        for index, slot in pairs:
-            grad = grad_inputs[index]
-            if grad is not None:
-                previous = input_grads[slot]
-                input_grads[slot] = grad if previous is None else _sum(previous, grad)
-        self._fired_consumers += 1
-        if self._fired_consumers == self._consumers:
-            self._finish()
-
-    def _finish(self) -> None:
-        self.complete = True
-        self._order.finished()
-
-    def take_grads(self) -> tuple[tuple, tuple]:
-        """``(grad_input, grad_output)`` of this pass; the next backward pass starts afresh."""
-        grads = tuple(self._output_grads), tuple(self._input_grads)
-        self._started = False
-        self._output_grads = self._input_grads = None  # the gradients are not kept past their report
-        return grads
 
 
 class ReplayCapture(BackwardCapture):
@@ -281,20 +176,7 @@ class _OutputHook:
         self._index = index
 
     def __call__(self, grad: torch.Tensor) -> None:
-        self._capture._output_arrived(self._index, grad)
-
-
-class _ConsumerHook:
-    """The post-hook on a consumer node: ``pairs`` are its (next-edge index, input slot) pairs."""
-
-    __slots__ = ("_capture", "_pairs")
-
-    def __init__(self, capture: BackwardCapture, pairs: tuple[tuple[int, int], ...]) -> None:
-        self._capture = capture
-        self._pairs = pairs
-
-    def __call__(self, grad_inputs: tuple, _grad_outputs: tuple) -> None:
-        self._capture._consumer_ran(self._pairs, grad_inputs)
+        self._capture.output_arrived(self._index, grad)
 
 
 def _input_edges(flat_inputs: list) -> tuple[list[torch.Tensor], dict[tuple[int, int], tuple[Any, list[int]]]]:
@@ -325,11 +207,3 @@ def _input_edges(flat_inputs: list) -> tuple[list[torch.Tensor], dict[tuple[int,
                 edge[1].append(len(inputs))
         inputs.append(value)
     return inputs, slots_of
-
-
-def _sum(previous: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
-    """Two gradients the call gave one input, summed outside autograd (a backward with
-    ``create_graph=True`` records what hooks compute) and out of every function mode's sight (ours is on
-    the stack during backward; a user's must not see our calls)."""
-    with torch.no_grad(), torch._C.DisableTorchFunction():
-        return previous + grad
