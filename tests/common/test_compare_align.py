@@ -75,3 +75,15 @@ def test_rows_pair_by_argument_path_and_keep_one_sided_rows():
     assert [(p.npu and p.npu.suffix, p.bench and p.bench.suffix) for p in pairs] == [
         ("input.0", "input.0"), ("input.1", None), ("input.alpha", None), ("output.0", "output.0"),
         (None, "output.1")]
+
+
+def test_mindspore_wrapper_cells_do_not_hide_a_pair():
+    """amp (and WithLossCell) keep the user's cells as ``_backbone``; an fp16 run's cells pair with the
+    fp32 run's (the zoo's L0 fault test runs this on mindcv's ViT)."""
+    from msprobe.core.compare.align import without_wrappers
+
+    assert without_wrappers("Cell._backbone.blocks.0.Block.forward.0") == "Cell.blocks.0.Block.forward.0"
+    assert without_wrappers("Cell._backbone.norm._backbone.LayerNorm.backward.1") == "Cell.norm.LayerNorm.backward.1"
+    assert without_wrappers("Cell.fc.Dense.forward.0") == "Cell.fc.Dense.forward.0"
+    assert without_wrappers("Module._backbone.Linear.forward.0") == "Module._backbone.Linear.forward.0"
+    assert without_wrappers("Functional._backbone.0.forward") == "Functional._backbone.0.forward"

@@ -36,6 +36,20 @@ class RowPair:
     note: str | None = None  # why two rows of the same argument were left unpaired (:func:`not_the_same`)
 
 
+# A cell MindSpore puts around the user's cells keeps them as ``_backbone``: mixed precision
+# (``amp.auto_mixed_precision`` wraps every cell; a black-listed one gets ``{path}._backbone``) and
+# ``nn.WithLossCell``. An fp16 run's ``Cell._backbone.blocks.0.Block`` is the fp32 run's ``Cell.blocks.0.Block``.
+_WRAPPED = "._backbone"
+
+
+def without_wrappers(name: str) -> str:
+    """A cell's entry name as it would be without MindSpore's wrapper cells (docs/compare.md); any other
+    name as it is."""
+    if not name.startswith("Cell.") or _WRAPPED not in name:
+        return name
+    return "Cell" + f".{name[5:]}".replace(_WRAPPED, "")
+
+
 def count_free(name: str) -> str:
     """``Torch.add.3.forward`` → ``Torch.add.forward``; names that do not parse stay as they are."""
     try:
@@ -345,7 +359,7 @@ def align_entries(
     shapes.update({("bench", n): structure(rows) for n, rows in bench.items()})
 
     def named(side: str, name: str) -> str:
-        return mapping.get(name, name) if side == "npu" else name
+        return without_wrappers(mapping.get(name, name) if side == "npu" else name)
 
     keys = [
         lambda side, n: (named(side, n), shapes[side, n]),
