@@ -30,28 +30,18 @@ def _run(scenario: str, out: Path) -> dict[int, dict]:
     return {rank: json.loads((out / f"rank{rank}.json").read_text()) for rank in RANKS}
 
 
-@pytest.fixture(scope="module")
-def fsdp2(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fsdp2")
-    return out, _run("fsdp2", out)
+def _scenario(name: str):
+    """A module-scoped fixture: one torchrun of scenario ``name`` → (its output folder, each rank's record)."""
+
+    @pytest.fixture(scope="module")
+    def run(tmp_path_factory):
+        out = tmp_path_factory.mktemp(name)
+        return out, _run(name, out)
+
+    return run
 
 
-@pytest.fixture(scope="module")
-def collectives(tmp_path_factory):
-    out = tmp_path_factory.mktemp("collectives")
-    return out, _run("collectives", out)
-
-
-@pytest.fixture(scope="module")
-def tp(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tp")
-    return out, _run("tp", out)
-
-
-@pytest.fixture(scope="module")
-def ddp(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ddp")
-    return out, _run("ddp", out)
+fsdp2, collectives, tp, ddp = (_scenario(name) for name in ("fsdp2", "collectives", "tp", "ddp"))
 
 
 def _data(dump: Path, rank: int, step: int = 0) -> dict:
