@@ -34,6 +34,30 @@ def digest(tensors) -> str:
     return h.hexdigest()
 
 
+def local_shards(model):
+    return (p.to_local() if hasattr(p, "to_local") else p for p in model.parameters())
+
+
+def train_two_steps(name: str, model, next_loss, **debug) -> None:
+    """Two AdamW steps of ``model`` (``next_loss()`` draws a batch and returns its loss), under a debugger
+    built from ``debug`` (none when empty): observed[name] = the losses and the local parameter shards."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    debugger = PrecisionDebugger(dump_path=os.path.join(out, name), **debug) if debug else None
+    losses = []
+    for _ in range(2):
+        if debugger:
+            debugger.start(model)
+        loss = next_loss()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if debugger:
+            debugger.stop()
+            debugger.step()
+        losses.append(loss.item())
+    observed[name] = {"losses": losses, "params": digest(local_shards(model))}
+
+
 def fsdp2() -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
     from torch.distributed.fsdp import fully_shard
@@ -48,23 +72,13 @@ def fsdp2() -> None:
         for layer in model.model.layers:
             fully_shard(layer)
         fully_shard(model)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        debugger = PrecisionDebugger(dump_path=os.path.join(out, name), **debug) if debug else None
         torch.manual_seed(1 + rank)
-        losses = []
-        for _ in range(2):
+
+        def next_loss():
             ids = torch.randint(0, 64, (2, 8))
-            if debugger:
-                debugger.start(model)
-            loss = model(input_ids=ids, labels=ids).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            if debugger:
-                debugger.stop()
-                debugger.step()
-            losses.append(loss.item())
-        observed[name] = {"losses": losses, "params": digest(p.to_local() for p in model.parameters())}
+            return model(input_ids=ids, labels=ids).loss
+
+        train_two_steps(name, model, next_loss, **debug)
 
     train("bare")
     for level in ("L0", "L1", "mix"):
@@ -176,24 +190,8 @@ def tp() -> None:
         torch.manual_seed(0)
         model = Block()
         parallelize(model)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        debugger = PrecisionDebugger(dump_path=os.path.join(out, name), **debug) if debug else None
         torch.manual_seed(1)
-        losses = []
-        for _ in range(2):
-            x = torch.randn(2, 6, 16)
-            if debugger:
-                debugger.start(model)
-            loss = model(x).pow(2).mean()
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            if debugger:
-                debugger.stop()
-                debugger.step()
-            losses.append(loss.item())
-        shards = (p.to_local() if hasattr(p, "to_local") else p for p in model.parameters())
-        observed[name] = {"losses": losses, "params": digest(shards)}
+        train_two_steps(name, model, lambda: model(torch.randn(2, 6, 16)).pow(2).mean(), **debug)
 
     train("bare")
     for level in ("L0", "L1", "mix"):
