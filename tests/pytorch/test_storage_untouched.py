@@ -52,3 +52,26 @@ def test_every_tensor_of_a_collected_step_stays_resizable(tmp_path, config):
     assert pinned == []
     parameter = next(model.parameters())
     parameter.data.untyped_storage().resize_(0)  # what FSDP2 does to a parameter after its forward
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
+                                   torch.uint8, torch.int16, torch.uint16, torch.int32, torch.uint32, torch.int64,
+                                   torch.uint64, torch.complex64, torch.bool], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_every_dtype_is_read_in_place_with_exact_statistics(dtype, layout):
+    from msprobe.pytorch.adapter import TorchTensorAdapter
+
+    values = torch.arange(-6, 18).reshape(4, 6) % 7 if dtype != torch.bool else torch.arange(24).reshape(4, 6) % 3 > 0
+    tensor = values.to(dtype) if dtype.is_signed or dtype == torch.bool else values.abs().to(dtype)
+    if layout == "transposed":
+        tensor = tensor.t()
+    adapter = TorchTensorAdapter()
+    stats = adapter.fetch([adapter.capture(tensor)[1]])[0]
+    exact = tensor.to(torch.complex128).abs().double() if dtype.is_complex else tensor.double()
+    if dtype == torch.bool:
+        assert (stats.max, stats.min) == (bool(tensor.any()), bool(tensor.all()))
+    else:
+        assert (stats.max, stats.min) == (exact.max().item(), exact.min().item())
+        assert stats.mean == pytest.approx(exact.mean().item(), rel=1e-6)
+        assert stats.norm == pytest.approx(exact.norm().item(), rel=1e-6)
+    assert tensor.untyped_storage().resizable()

@@ -369,6 +369,7 @@ _NUMPY_DTYPES = {
     torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64,
     torch.uint8: np.uint8, torch.int8: np.int8, torch.int16: np.int16, torch.int32: np.int32,
     torch.int64: np.int64, torch.bool: np.bool_, torch.complex64: np.complex64, torch.complex128: np.complex128,
+    torch.uint16: np.uint16, torch.uint32: np.uint32, torch.uint64: np.uint64,
 }  # fmt: skip
 
 
