@@ -24,6 +24,7 @@ bf16: MindSpore's CPU has no bf16 Conv2D kernel).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,9 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn, ops
 from mindspore.common.initializer import Normal
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "common"))  # shared checks (importlib mode)
+import layers  # noqa: E402
 
 Batch = tuple[Tensor, ...]
 
@@ -340,10 +344,4 @@ def dump_one_step(spec: ZooModel, out: Path, task: str, level: str, fp16: bool =
 
 def in_layer(entry: str | None, layer: str, construct: dict) -> bool:
     """The entry is the faulted layer's cell (forward or backward), or nested inside it."""
-    seen = set()
-    while entry and entry not in seen:
-        seen.add(entry)
-        if entry.startswith(f"Cell.{layer}."):
-            return True
-        entry = construct.get(entry)
-    return False
+    return layers.in_layer(entry, layer, construct, "Cell")

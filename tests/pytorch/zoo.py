@@ -13,6 +13,7 @@ BatchNorm, in-place ReLU.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,9 @@ import torch
 from torch import nn
 from torch_models import dump_one_step as dump_model_step
 from torch_models import train_steps
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "common"))  # shared checks (importlib mode)
+import layers  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -195,10 +199,4 @@ def dump_one_step(spec: ZooModel, out: Path, task: str, level: str, autocast: to
 
 def in_layer(entry: str | None, layer: str, construct: dict) -> bool:
     """The entry is the faulted layer's module (forward or backward), or nested inside it."""
-    seen = set()
-    while entry and entry not in seen:
-        seen.add(entry)
-        if entry.startswith(f"Module.{layer}."):
-            return True
-        entry = construct.get(entry)
-    return False
+    return layers.in_layer(entry, layer, construct, "Module")
