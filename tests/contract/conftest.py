@@ -1,9 +1,7 @@
-"""The adapter contract is stated once and run against every framework's side (``side_*.py``): a param
-whose framework is not installed skips, so msprobe-common alone still runs the numpy side."""
+"""The contracts are stated once and run against every framework's side (``side_*.py``, ``sides.py``)."""
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 
@@ -12,13 +10,7 @@ import pytest
 HERE = Path(__file__).parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "common")]  # the sides, the numpy "framework" (importlib mode)
 
-FRAMEWORKS = {"numpy": (), "pytorch": ("torch", "msprobe.pytorch"), "mindspore": ("mindspore", "msprobe.mindspore")}
-
-
-def load_side(name: str):
-    for module in FRAMEWORKS[name]:
-        pytest.importorskip(module)
-    return importlib.import_module(f"side_{name}")
+from sides import FRAMEWORKS, load_side  # noqa: E402
 
 
 @pytest.fixture(params=list(FRAMEWORKS))

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import weakref
+
 import mindspore as ms
 import numpy as np
+import pytest
+from mindspore import nn
+from models_mindspore import MODELS
+from training import Training
 
+from msprobe.mindspore import PrecisionDebugger  # noqa: F401 - the side's debugger (training.debugger)
 from msprobe.mindspore.adapter import MindSporeTensorAdapter, device_stats
 
 NAME = "MindSpore"
@@ -41,3 +48,41 @@ def change_in_place(t: ms.Tensor) -> None:
 def load(path) -> tuple[np.ndarray, str]:
     array = np.load(path, allow_pickle=False)
     return array, str(array.dtype)
+
+
+# ------------------------------------------------------------------------------------------- training
+
+
+def training(name: str, observed: bool = True) -> Training:
+    """Adam on ``MODELS[name]`` in PyNative mode, the step inside ``value_and_grad`` as
+    docs/mindspore/dump.md shows; ``observed`` changes nothing (MindSpore's debugger sets no dropout)."""
+    build, shape, library = MODELS[name]
+    if library is not None:
+        pytest.importorskip(library)
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    ms.set_seed(0)
+    net = build()
+    net.set_train(True)
+    optimizer = nn.Adam(net.trainable_params(), 1e-2)
+    grad_fn = ms.value_and_grad(lambda x: (net(x) ** 2).sum(), None, optimizer.parameters)
+    rng = np.random.default_rng(0)
+    last_grads: list = []
+
+    def step() -> ms.Tensor:
+        loss, grads = grad_fn(ms.Tensor(rng.standard_normal(shape).astype(np.float32)))
+        optimizer(grads)
+        last_grads[:] = grads
+        return loss
+
+    def state() -> list:
+        return [host(g) for g in last_grads] + [host(p) for p in net.trainable_params()]
+
+    return Training(net, step, state)
+
+
+def watch_outputs(net: nn.Cell, refs: list[weakref.ref]) -> int:
+    """Keep a weak reference to every cell's output; the number of cells watched."""
+    cells = [cell for _, cell in net.cells_and_names()]
+    for cell in cells:
+        cell.register_forward_hook(lambda _cell, _inputs, output: refs.append(weakref.ref(output)))
+    return len(cells)

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import sys
+import weakref
+from pathlib import Path
+
 import numpy as np
 import torch
+from training import Training
 
+from msprobe.pytorch import PrecisionDebugger  # noqa: F401 - the side's debugger (training.debugger)
 from msprobe.pytorch.adapter import TorchTensorAdapter, _device_stats
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "pytorch"))  # the PyTorch tests' models (importlib mode)
+from torch_models import ConvBN, GRUNet, TinyTransformer  # noqa: E402
+from zoo import ZOO, ZooModel  # noqa: E402
 
 NAME = "PyTorch"
 adapter = TorchTensorAdapter
@@ -56,3 +66,59 @@ def load(path) -> tuple[np.ndarray, str]:
     loaded = torch.load(path, weights_only=True)
     widened = loaded.float() if loaded.dtype == torch.bfloat16 else loaded
     return widened.numpy(), str(loaded.dtype)  # numpy() refuses a tensor that requires grad
+
+
+# ------------------------------------------------------------------------------------------- training
+
+
+def _cross_entropy(model: torch.nn.Module, batch: tuple) -> torch.Tensor:
+    x, y = batch
+    return torch.nn.functional.cross_entropy(model(x), y)
+
+
+MODELS = {spec.name: spec for spec in ZOO if spec.name in ("gpt2", "inplace_resnet")} | {
+    cls.__name__: ZooModel(cls.__name__, cls, cls.batch, _cross_entropy) for cls in (ConvBN, GRUNet, TinyTransformer)
+}
+
+
+def training(name: str, observed: bool = True) -> Training:
+    """SGD with momentum on ``MODELS[name]``; the reference run (not ``observed``) has dropout at 0, as
+    the debugger sets it while dumping (docs/pytorch/dump.md#dropout)."""
+    spec = MODELS[name]
+    torch.manual_seed(0)
+    model = spec.build()
+    model.train()
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout) and not observed:
+            module.p = 0.0
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+    gen = torch.Generator().manual_seed(1)
+
+    def step() -> torch.Tensor:
+        loss = spec.loss(model, spec.batch(gen))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    def state() -> list:
+        tensors = [p.grad for p in model.parameters() if p.grad is not None] + list(model.parameters())
+        return [host(t).copy() for t in tensors]
+
+    return Training(model, step, state)
+
+
+def watch_outputs(model: torch.nn.Module, refs: list[weakref.ref]) -> int:
+    """Keep a weak reference to every tensor any module returns; the number of modules watched."""
+
+    def hook(_module, _args, output):
+        if isinstance(output, dict):  # a transformers ModelOutput
+            output = tuple(output.values())
+        for value in output if isinstance(output, (tuple, list)) else (output,):
+            if isinstance(value, torch.Tensor):
+                refs.append(weakref.ref(value))
+
+    modules = list(model.modules())
+    for module in modules:
+        module.register_forward_hook(hook)
+    return len(modules)
