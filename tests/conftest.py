@@ -10,8 +10,12 @@ import signal
 
 import pytest
 
+from msprobe.core.tasks.builtin import load_builtin_tasks
+
 
 def pytest_configure(config) -> None:
+    # tests read config.json directly; like the debugger and the msprobe command, they register the tasks first
+    load_builtin_tasks()
     config.addinivalue_line(
         "markers",
         "frameworks(*names): needs these msprobe framework packages (skipped where msprobe-common is alone)",

@@ -10,15 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from msprobe.core.config import (
-    ConfigError,
-    DebuggerConfig,
-    FreeBenchmarkConfig,
-    StatisticsConfig,
-    TensorConfig,
-    load_config,
-    load_debugger_config,
-)
+from msprobe.core.config import ConfigError, DebuggerConfig, load_config, load_debugger_config
+from msprobe.core.tasks.dump import StatisticsConfig, TensorConfig
+from msprobe.core.tasks.free_benchmark import FreeBenchmarkConfig
 
 EXAMPLES = Path(__file__).parent / "data" / "configs"
 
@@ -206,7 +200,7 @@ def test_debugger_rejects_run_ut_examples(name):
 
 def test_debugger_accepts_collection_example():
     config = load_debugger_config(EXAMPLES / "pytorch_free_benchmark.json", framework="pytorch")
-    assert config.free_benchmark.api_list == ("conv2d",)
+    assert config.section_as(FreeBenchmarkConfig).api_list == ("conv2d",)
 
 
 # --- all problems at once, and the message format ---------------------------------------------
@@ -269,7 +263,7 @@ def test_arguments_override_the_file_and_select_the_section(load):
         step=[3, "5-6"],
     )
     assert (config.task, config.dump_path, config.level, config.step) == ("tensor", "./b", "mix", (3, 5, 6))
-    assert config.tensor.api_list == ("relu",)
+    assert config.section_as(TensorConfig).api_list == ("relu",)
 
 
 def test_invalid_arguments_are_named_as_arguments(load):
@@ -305,7 +299,8 @@ def test_common_key_types(load, key, value):
 
 def test_null_means_not_given(load):
     config = load(base("tensor", {"nfs_path": None, "port": None, "list": None}, rank=None))
-    assert (config.tensor.nfs_path, config.tensor.port, config.tensor.api_list, config.rank) == (
+    tensor = config.section_as(TensorConfig)
+    assert (tensor.nfs_path, tensor.port, tensor.api_list, config.rank) == (
         None,
         None,
         (),
@@ -405,13 +400,14 @@ def test_config_is_immutable(load):
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.section.pert_mode = "add_noise"
     assert isinstance(config.section, FreeBenchmarkConfig) and config.rank == (0, 2, 3)
-    assert isinstance(config.free_benchmark.api_list, tuple)
+    assert isinstance(config.section_as(FreeBenchmarkConfig).api_list, tuple)
 
 
-def test_section_property_of_another_task_raises(load):
+def test_the_section_of_another_task_is_refused(load):
     config = load(base("statistics"))
-    with pytest.raises(AttributeError, match="the task is 'statistics'; its section is not TensorConfig"):
-        _ = config.tensor
+    assert config.section_as(StatisticsConfig) is config.section
+    with pytest.raises(TypeError, match="task is 'statistics'; its section is a StatisticsConfig, not a TensorConfig"):
+        config.section_as(TensorConfig)
     assert not config.is_static_graph
 
 

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from msprobe.core.config import (
-    ConfigError,
-    DebuggerConfig,
-    StatisticsConfig,
-    expand_ranges,
-    warn_unknown_ranks,
-)
+from msprobe.core.config import ConfigError, DebuggerConfig, expand_ranges, warn_unknown_ranks
+from msprobe.core.tasks.dump import StatisticsConfig
 
 
 def _reference(values: list) -> tuple[int, ...]:

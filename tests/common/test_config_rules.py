@@ -7,6 +7,9 @@ import json
 import pytest
 
 from msprobe.core.config import ConfigError, load_config
+from msprobe.core.tasks.dump import TensorConfig
+from msprobe.core.tasks.grad_probe import GradProbeConfig
+from msprobe.core.tasks.overflow_check import OverflowCheckConfig
 
 API_A, API_B = "Tensor.add.0.forward", "Functional.square.2.backward"
 MODULE_A, MODULE_B = "Module.conv1.Conv2d.forward.0", "Module.fc2.Linear.backward.1"
@@ -399,15 +402,15 @@ def test_valid_combinations_load(tmp_path, case):
 
 def test_bounds_become_floats(tmp_path):
     config = load_config(_write(tmp_path, "grad_probe", {"bounds": [-10, -0.5, 3]}, {}), framework="pytorch")
-    assert config.grad_probe.bounds == (-10.0, -0.5, 3.0)
-    assert all(type(bound) is float for bound in config.grad_probe.bounds)
+    assert config.section_as(GradProbeConfig).bounds == (-10.0, -0.5, 3.0)
+    assert all(type(bound) is float for bound in config.section_as(GradProbeConfig).bounds)
 
 
 def test_check_mode_on_pytorch_only_warns(tmp_path, msprobe_log):
     config = load_config(
         _write(tmp_path, "overflow_check", {"check_mode": "aicore"}, {}), framework="pytorch"
     )
-    assert config.overflow_check.check_mode == "aicore"
+    assert config.section_as(OverflowCheckConfig).check_mode == "aicore"
     assert "'aicore' applies to MindSpore only; ignored on PyTorch" in msprobe_log.text()
 
 
@@ -415,7 +418,7 @@ def test_data_mode_duplicates_collapse(tmp_path):
     config = load_config(
         _write(tmp_path, "tensor", {"data_mode": ["input", "forward", "input"]}, {}), framework="pytorch"
     )
-    assert config.tensor.data_mode == ("input", "forward")
+    assert config.section_as(TensorConfig).data_mode == ("input", "forward")
 
 
 def test_level_argument_is_named_in_cross_field_problem(tmp_path):

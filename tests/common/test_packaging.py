@@ -70,12 +70,17 @@ def test_common_alone_gives_a_working_msprobe_command(tmp_path):
 
 
 CORE = PACKAGES / "msprobe-common" / "src" / "msprobe" / "core"
-LIFECYCLE = ("session.py", "debugger.py", "calls.py", "events.py", "kit.py")
+# the lifecycle and the configuration: they find a task through the registry and never name one
+LIFECYCLE = ("session.py", "debugger.py", "calls.py", "events.py", "kit.py",
+             *sorted(f"config/{path.name}" for path in (CORE / "config").glob("*.py")))
 TASK_MODULES = ("msprobe.core.collector", "msprobe.core.overflow", "msprobe.core.free_benchmark",
-                "msprobe.core.grad_probe", "msprobe.core.tasks.")
+                "msprobe.core.grad_probe", "msprobe.core.tasks")
+REGISTRY = "msprobe.core.tasks.registry"
+BUILTIN = "msprobe.core.tasks.builtin"  # registers the built-in tasks: the debugger's to call, not config's
 
 
 def _imports(path: Path) -> list[str]:
+    """Every module ``path`` imports, and each name of a ``from`` import (``from a import b``: a, a.b)."""
     import ast
 
     names = []
@@ -83,16 +88,35 @@ def _imports(path: Path) -> list[str]:
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
-            names.append(node.module)
+            names += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
     return names
+
+
+def _task_module(name: str, allowed: tuple[str, ...]) -> bool:
+    if any(name == a or name.startswith(a + ".") for a in allowed):
+        return False
+    return any(name == t or name.startswith(t + ".") for t in TASK_MODULES)
+
+
+def test_the_lifecycle_covers_the_configuration():
+    assert {"config/load.py", "config/keys.py", "config/model.py", "config/__init__.py"} <= set(LIFECYCLE)
 
 
 @pytest.mark.parametrize("module", LIFECYCLE)
 def test_the_lifecycle_imports_no_task(module):
-    """A task is found through the registry (``msprobe.core.tasks``); the lifecycle never names one, so
-    adding a task touches only its own module and its registration."""
-    imported = _imports(CORE / module)
-    offending = [name for name in imported
-                 if name != "msprobe.core.tasks.registry" and name.startswith(TASK_MODULES)]
+    """A task is found through the registry (``msprobe.core.tasks.registry``); the lifecycle never names
+    one, so adding a task touches only its own module and its registration. The debugger (like the
+    ``msprobe`` command) registers the built-in tasks; the configuration only reads the registry."""
+    allowed = (REGISTRY, BUILTIN) if module == "debugger.py" else (REGISTRY,)
+    offending = [name for name in _imports(CORE / module) if _task_module(name, allowed)]
     assert offending == []
-    assert not any(name.startswith("msprobe.core.tasks") for name in imported if module != "debugger.py")
+
+
+def test_the_registry_imports_nothing_of_msprobe_at_run_time():
+    """The configuration imports the registry and the task modules import the configuration: the
+    registry must stay a leaf, or the first module imported of that circle fails."""
+    code = ("import sys, msprobe.core.tasks.registry\n"
+            "print(sorted(m for m in sys.modules if m.startswith('msprobe.core.') and m != 'msprobe.core.lazy'))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["['msprobe.core.tasks',", "'msprobe.core.tasks.registry']"]

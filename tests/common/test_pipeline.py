@@ -29,7 +29,7 @@ from msprobe.core.config import load_debugger_config
 from msprobe.core.debugger import BaseDebugger
 from msprobe.core.naming import tensor_file_name
 from msprobe.core.session import Session
-from msprobe.core.tasks import task_named
+from msprobe.core.tasks.registry import task_named
 from msprobe.core.writers import read_json, step_dir
 
 if str(Path(__file__).parent) not in sys.path:  # the numpy "framework" next to this file (importlib mode)

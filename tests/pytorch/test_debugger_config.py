@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from msprobe.core.config import ConfigError
+from msprobe.core.tasks.registry import task_names
 from msprobe.pytorch import PrecisionDebugger
 
 
@@ -28,6 +31,21 @@ def test_every_bad_key_is_named_at_construction(tmp_path):
         assert key in message
     assert "'L7'" in message and "'sha1'" in message
     assert not (tmp_path / "out").exists()
+
+
+def test_a_fresh_program_sees_every_task(tmp_path):
+    """``from msprobe.pytorch import PrecisionDebugger`` is all a program imports: the debugger registers
+    the built-in tasks, so an unknown task is refused with every allowed one named (as this process,
+    whose tasks the test session registered, names them)."""
+    code = ("from msprobe.core.config import ConfigError\n"
+            "from msprobe.pytorch import PrecisionDebugger\n"
+            f"try:\n    PrecisionDebugger(task='statistic', dump_path={str(tmp_path / 'd')!r})\n"
+            "except ConfigError as error:\n    print(error)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    allowed = ", ".join(repr(name) for name in task_names())
+    assert f"task (argument): got 'statistic'; allowed: one of {allowed}" in result.stdout
+    assert len(task_names()) == 6
 
 
 def test_constructor_arguments_are_validated_too(tmp_path):

@@ -17,6 +17,7 @@ from importlib import metadata
 
 from msprobe.core.log import use_console
 from msprobe.core.plugin import framework_named, installed_frameworks
+from msprobe.core.tasks.builtin import load_builtin_tasks
 
 FRAMEWORKS = {"pytorch": "msprobe-pytorch", "mindspore": "msprobe-mindspore"}
 DISTRIBUTIONS = ("msprobe-common", *FRAMEWORKS.values())
@@ -144,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    load_builtin_tasks()  # a command that reads a config.json (run_ut) finds every task
     return int(commands[args.command].run(args) or 0)
 
 

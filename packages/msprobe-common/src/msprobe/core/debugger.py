@@ -1,11 +1,11 @@
 """What both frameworks' ``PrecisionDebugger`` share: construction, take-over and the lifecycle.
 
-The debugger loads the configuration, looks its task up in the registry (:mod:`msprobe.core.tasks`)
-and builds what the task runs from the framework's kit (:mod:`msprobe.core.kit`); it never names a
-task. The rules — validate everything before training, one run per rank directory of a dump_path (a
-second job gets a ConfigError naming the process that holds it), a second debugger with another
-configuration takes over, the same configuration again returns the running one — are written once,
-here.
+The debugger registers the built-in tasks, loads the configuration, looks its task up in the registry
+(:mod:`msprobe.core.tasks.registry`) and builds what the task runs from the framework's kit
+(:mod:`msprobe.core.kit`); it never names a task. The rules — validate everything before training, one
+run per rank directory of a dump_path (a second job gets a ConfigError naming the process that holds
+it), a second debugger with another configuration takes over, the same configuration again returns the
+running one — are written once, here.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from msprobe.core.fileio import UnsafePathError
 from msprobe.core.kit import FrameworkKit, Runner
 from msprobe.core.layout import DumpPathBusy, DumpPathHold, hold_dump_path, launcher_rank, rank_dir_name
 from msprobe.core.log import logger, use_console
-from msprobe.core.tasks import task_named
+from msprobe.core.tasks.builtin import load_builtin_tasks
+from msprobe.core.tasks.registry import task_named
 
 
 def hold_for(config: DebuggerConfig, rank_lookup: Callable[[], int | None] | None) -> DumpPathHold:
@@ -59,6 +60,7 @@ class BaseDebugger:
         step: list | None = None,
     ) -> BaseDebugger:
         use_console()
+        load_builtin_tasks()
         kit = cls.kit_class()
         config = load_debugger_config(
             config_path, framework=kit.name, task=task, dump_path=dump_path, level=level, step=step

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 
 from msprobe.core.log import logger
-from msprobe.core.tasks import task_named, task_names
+from msprobe.core.tasks.registry import task_named, task_names
 
 COMMON_KEYS = ("task", "dump_path", "rank", "step", "level", "enable_dataloader")
 # Keys of msprobe 1.0.x that 1.1.1 removed; old configs still carry them.

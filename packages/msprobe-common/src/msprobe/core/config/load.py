@@ -24,7 +24,7 @@ from msprobe.core.config.model import (
 from msprobe.core.config.rules import RuleContext, cross_field_problems
 from msprobe.core.jsonfile import JsonFileError, MiB, load_json_file
 from msprobe.core.log import logger
-from msprobe.core.tasks import task_named, task_names
+from msprobe.core.tasks.registry import task_named, task_names
 
 CONFIG_MAX_BYTES = 16 * MiB  # a config.json is a few KB; anything this large is not one
 

@@ -8,7 +8,11 @@ tuples, not lists).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from msprobe.core.config.frameworks import capabilities_of
+
+S = TypeVar("S")
 
 LEVELS = ("L0", "L1", "L2", "mix")
 DATA_MODES = ("all", "forward", "backward", "input", "output")
@@ -30,19 +34,16 @@ class DebuggerConfig:
     enable_dataloader: bool
     section: Any  # the frozen section dataclass of the task's module (msprobe.core.tasks)
 
-    def __getattr__(self, name: str) -> Any:
-        """``config.tensor``, ``config.free_benchmark``...: the section, typed, when it is the task's."""
-        from msprobe.core.tasks import task_named, task_names
-
-        if name not in task_names():
-            raise AttributeError(name)
-        if name != self.task:
-            raise AttributeError(f"the task is {self.task!r}; its section is not {task_named(name).section.__name__}")
+    def section_as(self, kind: type[S]) -> S:
+        """The task's section, typed as ``kind`` (its class, from the task's module); a TypeError when the
+        task's section is of another class."""
+        if not isinstance(self.section, kind):
+            raise TypeError(
+                f"the task is {self.task!r}; its section is a {type(self.section).__name__}, not a {kind.__name__}"
+            )
         return self.section
 
     @property
     def is_static_graph(self) -> bool:
         """Level L2 is the framework's static-graph kernel dump (MindSpore), not msprobe's hooks."""
-        from msprobe.core.config.frameworks import capabilities_of
-
         return capabilities_of(self.framework).static_graph_l2 and self.level == "L2"

@@ -36,7 +36,9 @@ def read_run_ut_section(config_path: str | os.PathLike | None, framework: str,
     if config_path is None:
         return RunUtSection()
     from msprobe.core.config import load_config
+    from msprobe.core.tasks.builtin import load_builtin_tasks
 
+    load_builtin_tasks()  # the file's other sections are tasks too, not unknown keys
     section = load_config(config_path, framework=framework, task="run_ut").section
     names = known()
     try:

@@ -9,17 +9,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from msprobe.core.collector import DumpCollector
 from msprobe.core.config.errors import Problem
 from msprobe.core.config.fields import FieldReader, one_of
 from msprobe.core.config.frameworks import names_with, only_on
 from msprobe.core.config.model import DATA_MODES, DebuggerConfig
 from msprobe.core.config.rules import API_FULL_NAME, MODULE_FULL_NAME, RuleContext, online_problems
+from msprobe.core.kit import FrameworkKit, Runner
+from msprobe.core.online.collector import build_online
+from msprobe.core.select import selector_for
+from msprobe.core.session import Session
 from msprobe.core.tasks.registry import Task, register
-
-if TYPE_CHECKING:
-    from msprobe.core.kit import FrameworkKit, Runner
 
 SUMMARY_MODES = ("statistics", "md5")
 FILE_FORMATS = ("npy", "bin")
@@ -204,8 +205,6 @@ def dump_rules(ctx: RuleContext) -> Iterator[Problem]:
 # ---------------------------------------------------------------------------------- what runs
 def collector_parts(config: DebuggerConfig, kit: FrameworkKit) -> dict:
     """What every dump-shaped collector (dump, overflow check) is built from."""
-    from msprobe.core.select import selector_for
-
     return {"level": config.level, "framework": config.framework, "dump_path": config.dump_path,
             "selector": selector_for(config), "adapter": kit.adapter()}
 
@@ -214,14 +213,10 @@ def build_dump(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[]
     """The dump collector in a session at L0, L1, mix; the framework's kernel dump at L2."""
     if config.level == "L2":
         return kit.kernel_dump(config, on_finish)
-    if getattr(config.section, "online_run_ut", False):
-        from msprobe.core.online.collector import build_online
-
+    section = config.section
+    if isinstance(section, TensorConfig) and section.online_run_ut:
         return build_online(config, kit, on_finish)
-    from msprobe.core.collector import DumpCollector
-    from msprobe.core.session import Session
-
-    summary_mode = getattr(config.section, "summary_mode", "statistics")
+    summary_mode = section.summary_mode if isinstance(section, StatisticsConfig) else "statistics"
     collector = DumpCollector(task=config.task, summary_mode=summary_mode, **collector_parts(config, kit))
     return Session.with_kit(config, collector, kit, on_finish, prepare_model=kit.prepare_for_comparison)
 

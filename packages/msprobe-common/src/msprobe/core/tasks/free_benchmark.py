@@ -6,17 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from msprobe.core.config.errors import Problem
 from msprobe.core.config.fields import FieldReader
 from msprobe.core.config.frameworks import only_on
 from msprobe.core.config.model import DebuggerConfig
 from msprobe.core.config.rules import RuleContext
+from msprobe.core.free_benchmark import free_benchmark_collector
+from msprobe.core.kit import FrameworkKit, Runner
+from msprobe.core.session import Session
 from msprobe.core.tasks.registry import Task, register
-
-if TYPE_CHECKING:
-    from msprobe.core.kit import FrameworkKit, Runner
 
 FUZZ_DEVICES = ("npu", "cpu")
 PERT_MODES = ("improve_precision", "add_noise", "no_change", "bit_noise", "change_value", "to_cpu")
@@ -120,9 +119,6 @@ def build_free_benchmark(config: DebuggerConfig, kit: FrameworkKit, on_finish: C
         raise NotImplementedError(
             "free_benchmark re-runs APIs in PyNative mode; it does not run in MindSpore static graph (level L2)"
         )
-    from msprobe.core.free_benchmark import free_benchmark_collector
-    from msprobe.core.session import Session
-
     collector = free_benchmark_collector(config, kit.benchmark_ops())
     return Session.with_kit(config, collector, kit, on_finish, level="L1")
 

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from msprobe.core.config.fields import FieldReader
 from msprobe.core.config.model import DebuggerConfig
-from msprobe.core.kit import IdleRunner
+from msprobe.core.kit import FrameworkKit, IdleRunner
 from msprobe.core.tasks.registry import Task, register
-
-if TYPE_CHECKING:
-    from msprobe.core.kit import FrameworkKit
 
 GRAD_LEVELS = ("L0", "L1", "L2")
 

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from msprobe.core.config.errors import Problem
 from msprobe.core.config.fields import FieldReader, one_of
 from msprobe.core.config.frameworks import only_on
 from msprobe.core.config.model import DebuggerConfig
 from msprobe.core.config.rules import RuleContext
+from msprobe.core.kit import FrameworkKit, Runner
 from msprobe.core.log import logger
+from msprobe.core.overflow import OverflowCollector
+from msprobe.core.session import Session
+from msprobe.core.tasks.dump import collector_parts
 from msprobe.core.tasks.registry import Task, register
-
-if TYPE_CHECKING:
-    from msprobe.core.kit import FrameworkKit, Runner
 
 CHECK_MODES = ("all", "aicore", "atomic")
 
@@ -58,11 +58,8 @@ def build_overflow_check(config: DebuggerConfig, kit: FrameworkKit, on_finish: C
     """The overflow collector in a session (L0, L1); at L2 the framework's kernel dump finds overflows."""
     if config.level == "L2":
         return kit.kernel_dump(config, on_finish)
-    from msprobe.core.overflow import OverflowCollector
-    from msprobe.core.session import Session
-    from msprobe.core.tasks.dump import collector_parts
-
-    collector = OverflowCollector(overflow_nums=config.section.overflow_nums, **collector_parts(config, kit))
+    section = config.section_as(OverflowCheckConfig)
+    collector = OverflowCollector(overflow_nums=section.overflow_nums, **collector_parts(config, kit))
     return Session.with_kit(config, collector, kit, on_finish)
 
 

@@ -1,18 +1,20 @@
-"""The table of tasks. A task is registered once, by its own module, and found here by name.
+"""The table of tasks: a task is registered once, by its own module, and found here by name.
 
 The configuration loader asks a task how to read its section and which cross-field rules apply; the
-debugger asks it to build what runs. Neither names a task: adding one is a new module in this folder
-and a line in ``__init__.py`` (docs/architecture.md, "Adding a task").
+debugger asks it to build what runs. Neither names a task. This module imports nothing of msprobe at
+run time (the configuration's types only for annotations), so the configuration can look tasks up
+while the task modules import the configuration (docs/architecture.md, "Tasks and kits").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from msprobe.core.config.errors import Problem
-from msprobe.core.config.fields import FieldReader
+if TYPE_CHECKING:
+    from msprobe.core.config.errors import Problem
+    from msprobe.core.config.fields import FieldReader
 
 Build = Callable[[Any, Any, Callable[[], None]], Any]  # (config, kit, on_finish) → Runner
 
@@ -44,7 +46,14 @@ def register(task: Task) -> Task:
 
 
 def task_named(name: str) -> Task:
-    return _TASKS[name]
+    """The task registered as ``name``; a LookupError says what is registered, and who registers the rest."""
+    try:
+        return _TASKS[name]
+    except KeyError:
+        raise LookupError(
+            f"no task {name!r} is registered (registered: {', '.join(_TASKS) or 'none'}); the built-in tasks are "
+            "registered by msprobe.core.tasks.builtin.load_builtin_tasks()"
+        ) from None
 
 
 def task_names() -> tuple[str, ...]:

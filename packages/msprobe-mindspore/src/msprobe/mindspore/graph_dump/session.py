@@ -18,6 +18,7 @@ from typing import Any
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.layout import claim_step_dir
 from msprobe.core.log import logger, set_rank
+from msprobe.core.tasks.overflow_check import OverflowCheckConfig
 from msprobe.mindspore.graph_dump import config as dump_config
 from msprobe.mindspore.graph_dump.kernel_files import KernelFile, iteration_dirs, move_iteration
 from msprobe.mindspore.graph_dump.overflow import find_overflows
@@ -122,7 +123,7 @@ class GraphDumpSession:
             f"(output {list(first.output_slots)}); their tensors and statistic.csv are in {directory}"
         )
         self._origins_found += len(origins)
-        limit = self.config.overflow_check.overflow_nums
+        limit = self.config.section_as(OverflowCheckConfig).overflow_nums
         if limit != -1 and self._origins_found >= limit:
             logger.info(f"overflow_nums = {limit} reached: overflow check stops")
             self.finished = True

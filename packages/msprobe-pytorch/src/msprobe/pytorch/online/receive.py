@@ -26,8 +26,10 @@ from msprobe.core.online.wire import Limits
 def receive_if_online(config_path: str, out_path: str, device: str) -> int | None:
     """The receiver's exit code when the config's ``run_ut`` section has ``is_online: true``, else None."""
     from msprobe.core.config import load_config
+    from msprobe.core.tasks.builtin import load_builtin_tasks
     from msprobe.pytorch.run_ut.replay import load_run_ut_section
 
+    load_builtin_tasks()
     section = load_config(config_path, framework="pytorch", task="run_ut").section
     if not section.is_online:
         return None
