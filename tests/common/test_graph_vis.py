@@ -151,7 +151,7 @@ def test_summary_index_against_numpy(tmp_path):
 
 def test_tensor_index_against_numpy(tmp_path):
     torch = pytest.importorskip("torch")
-    from msprobe.pytorch.compare import load_pt
+    from msprobe.pytorch.tensor_files import load_pt
 
     npu = dump_dir(tmp_path, "pt_tensor_L1_bf16", "", WITH_TENSORS)
     bench = dump_dir(tmp_path, "pt_tensor_L1_fp32", "", WITH_TENSORS)

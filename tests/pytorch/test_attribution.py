@@ -43,8 +43,8 @@ from msprobe.core.compare.attribution import CONFIG_NAME, INHERITED, LOCAL, PART
 from msprobe.core.compare.table import ATTRIBUTION
 from msprobe.core.compare.tensorfile import TensorSpec, load_npy
 from msprobe.core.config import load_config
-from msprobe.pytorch.attribution import TorchReplay
 from msprobe.pytorch.compare import compare
+from msprobe.pytorch.run_ut.attribution import TorchReplay
 
 FAULT = 1.25
 BF16_UNIT, SLACK = 2.0**-8, 8.0

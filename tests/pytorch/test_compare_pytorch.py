@@ -11,8 +11,10 @@ import pytest
 import torch
 from torch_models import dump_one_step
 
+from msprobe.core.compare.ptfile import read_plain_pt
 from msprobe.core.compare.tensorfile import TensorFileError, TensorSpec
-from msprobe.pytorch.compare import compare, load_pt, read_plain_pt
+from msprobe.pytorch.compare import compare
+from msprobe.pytorch.tensor_files import load_pt
 
 REF = Path(__file__).parent / "data" / "compare_ref"
 
@@ -140,19 +142,42 @@ def test_our_own_autocast_dumps_match_row_for_row_and_name_the_faulted_conv(tmp_
     assert "test_compare_pytorch.py" in warning  # the user's frame, not torch's conv.py
 
 
+def _save_view(path: Path, offset: int, size: tuple, stride: tuple) -> None:
+    """torch.save's archive of a float32 storage of 4 elements, its data.pkl describing the view
+    ``offset``/``size``/``stride`` of it (what a crafted file could claim)."""
+    import collections
+    import io
+    import pickle
+    import zipfile
+
+    storage = object()
+
+    class View:
+        def __reduce__(self):
+            return torch._utils._rebuild_tensor_v2, (storage, offset, size, stride, False, collections.OrderedDict())
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            return ("storage", torch.FloatStorage, "0", "cpu", 4) if obj is storage else None
+
+    genuine = io.BytesIO()
+    torch.save(torch.arange(4, dtype=torch.float32), genuine)
+    data = io.BytesIO()
+    Pickler(data, protocol=2).dump(View())
+    with zipfile.ZipFile(genuine) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as crafted:
+        for name in source.namelist():
+            crafted.writestr(name, data.getvalue() if name.endswith("/data.pkl") else source.read(name))
+
+
 def test_plain_reader_refuses_a_view_past_its_storage(tmp_path):
     """A crafted file whose view reaches beyond its storage must not be read out of bounds."""
-    import importlib
-
-    pt_compare = importlib.import_module("msprobe.pytorch.compare")  # the module, not the function
-    good = tmp_path / "good.pt"
-    torch.save(torch.arange(4, dtype=torch.float32), good)
-    assert pt_compare.read_plain_pt(good).tolist() == [0.0, 1.0, 2.0, 3.0]
-    storage = pt_compare._Storage(np.arange(4, dtype=np.float32), "FloatStorage")
-    assert pt_compare._materialise(pt_compare._View(storage, 1, (3,), (1,))).tolist() == [1.0, 2.0, 3.0]
+    path = tmp_path / "view.pt"
+    _save_view(path, 1, (3,), (1,))
+    assert read_plain_pt(path).tolist() == load_pt(path).tolist() == [1.0, 2.0, 3.0]
     for offset, size, stride in ((0, (1024,), (1,)), (2, (3,), (1,)), (0, (2, 2), (4, 1)), (0, (2,), (-1,))):
+        _save_view(path, offset, size, stride)
         with pytest.raises(TensorFileError):
-            pt_compare._materialise(pt_compare._View(storage, offset, size, stride))
+            load_pt(path)
 
 
 def test_a_small_file_cannot_claim_a_huge_tensor(tmp_path):

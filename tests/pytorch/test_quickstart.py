@@ -14,7 +14,7 @@ import pytest
 from msprobe.core.compare.engine import CompareOptions
 from msprobe.core.graph import run_graph
 from msprobe.core.graph.vis import EXCESS_BANDS
-from msprobe.pytorch.compare import load_pt
+from msprobe.pytorch.tensor_files import load_pt
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.py"
 

@@ -146,6 +146,25 @@ def test_wrong_device_api_is_reported_with_worst_elements(dumps: dict[str, Path]
     assert device_out.dtype == torch.float32 and bench_out.dtype == torch.float64
 
 
+def test_an_api_that_raises_is_a_skip_row_and_the_run_goes_on(dumps: dict[str, Path], tmp_path: Path) -> None:
+    """The row says the first line of the exception (none, for one without a message); the other APIs are
+    judged, and the backward of the failing API is not replayed."""
+
+    def silent(*args, **kwargs):
+        raise RuntimeError()
+
+    def verbose(*args, **kwargs):
+        raise ValueError("first line\nsecond line")
+
+    result = run_ut(dumps["fp32"], tmp_path, api_override={"Functional.gelu": silent, "Functional.layer_norm": verbose})
+    rows = {r.name: r for r in result.rows}
+    assert (rows["Functional.gelu.0"].forward, rows["Functional.gelu.0"].backward) == ("SKIP", "SKIP")
+    assert rows["Functional.gelu.0"].message == "replay failed: RuntimeError: "
+    assert rows["Functional.layer_norm.0"].message == "replay failed: ValueError: first line"
+    assert not rows["Functional.gelu.0"].input_error
+    assert rows["Functional.linear.0"].forward == "pass" and result.checked == len(rows) - 3  # and the dropout
+
+
 def test_resume_from_result_csv(dumps: dict[str, Path], tmp_path: Path) -> None:
     assert _cli("-api_info", str(dumps["fp32"]), "-o", str(tmp_path)) == 0
     result = _one(tmp_path, "accuracy_checking_result_*.csv")

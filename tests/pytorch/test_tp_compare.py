@@ -19,7 +19,7 @@ import pytest
 from msprobe.core import cli
 from msprobe.core.compare.api import run_compare
 from msprobe.core.compare.engine import CompareOptions
-from msprobe.pytorch.compare import load_pt
+from msprobe.pytorch.tensor_files import load_pt
 
 SCRIPT = Path(__file__).parent / "scripts" / "tp_dump.py"
 FC1 = "Module.mlp.fc1.Linear.forward.0"

@@ -26,7 +26,7 @@ from msprobe.core.compare.engine import CompareOptions
 from msprobe.core.graph import run_graph
 from msprobe.core.graph.compare import TENSOR
 from msprobe.core.graph.vis import BANDS, EXCESS_BANDS, GREY, color_of
-from msprobe.pytorch.compare import load_pt
+from msprobe.pytorch.tensor_files import load_pt
 
 SCRIPT = Path(__file__).parent / "scripts" / "tp_dump.py"
 FC1 = "Module.mlp.fc1.Linear.forward.0"

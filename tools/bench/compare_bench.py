@@ -143,7 +143,7 @@ def report_rows(root: Path, mode: str, rows: int) -> tuple[list[str], list[tuple
     """(header, rows of (cells, highlight), percent columns) of a real comparison, as report.py passes them."""
     from msprobe.core.compare import CompareOptions, compare_dumps
     from msprobe.core.compare.table import PERCENT_COLUMNS, columns, row_cells
-    from msprobe.pytorch.compare import load_pt
+    from msprobe.pytorch.tensor_files import load_pt
 
     calls = 1000 if mode == "tensor" else rows // 2
     make = (lambda d, noise, seed: make_dump(d, calls, 64, noise, seed)) if mode == "tensor" else \

@@ -15,13 +15,13 @@ from msprobe.pytorch.run_ut.multi import multi_run_ut_command
 
 
 def _torch_loader():
-    from msprobe.pytorch.compare import load_pt
+    from msprobe.pytorch.tensor_files import load_pt
 
     return load_pt
 
 
 def _torch_replay():
-    from msprobe.pytorch.attribution import TorchReplay
+    from msprobe.pytorch.run_ut.attribution import TorchReplay
 
     return TorchReplay()
 

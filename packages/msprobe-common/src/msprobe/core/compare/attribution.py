@@ -29,7 +29,7 @@ Statistics and md5 dumps have no inputs to replay: the result then names the sus
 config that saves exactly their tensors (:func:`dump_config`).
 
 The framework half — turning an entry back into a call and running it — is a :class:`Replay` given by
-the framework package (``msprobe.pytorch.attribution``), so this module never imports a framework.
+the framework package (``msprobe.pytorch.run_ut.attribution``), so this module never imports a framework.
 """
 
 from __future__ import annotations

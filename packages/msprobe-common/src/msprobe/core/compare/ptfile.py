@@ -5,7 +5,7 @@ be installed).
 A dump's ``.pt`` files are plain tensors (a zip holding ``data.pkl`` and one raw storage), so
 :func:`read_plain_pt` reads them with a pickle reader that knows only the handful of names such a file
 uses and runs no pickled code; bfloat16 becomes float32, which is exact. Anything else raises
-:class:`NotPlain` (``msprobe.pytorch.compare.load_pt`` then falls back to ``torch.load``). The tensor is
+:class:`NotPlain` (``msprobe.pytorch.tensor_files.load_pt`` then falls back to ``torch.load``). The tensor is
 checked against dump.json's shape and dtype and against the bytes the file stores before any element is
 copied (:mod:`msprobe.core.compare.tensorfile`); a compressed member is refused, since it could claim more
 memory than the file holds.

@@ -65,6 +65,22 @@ class Unreplayable(Exception):
     """This API cannot be replayed (it is reported SKIP with the reason)."""
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message: what a SKIP row says about an API that raised."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def widened(array: np.ndarray) -> np.ndarray:
+    """A replay output as it is judged: floating values as float64, complex as complex128 (both exact),
+    integers and bools as they are."""
+    if np.issubdtype(array.dtype, np.complexfloating):
+        return array.astype(np.complex128)
+    if np.issubdtype(array.dtype, np.floating):
+        return array.astype(np.float64)
+    return array
+
+
 def is_tensor_value(value: Any) -> bool:
     return isinstance(value, dict) and value.get("type") in TENSOR_TYPES
 

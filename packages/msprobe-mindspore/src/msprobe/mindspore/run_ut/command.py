@@ -14,8 +14,7 @@ import os
 from typing import Any
 
 from msprobe.core.cli import Command
-from msprobe.core.log import logger
-from msprobe.core.run_ut.parallel import add_parts_option
+from msprobe.core.run_ut.command import REPLAY_ERRORS, run_command, with_parts
 
 BENCH_CHOICES = ("auto", "torch", "mindspore")
 
@@ -40,37 +39,24 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                         help="config.json whose run_ut section gives white_list, black_list and error_data_path")
 
 
-def _errors() -> tuple[type[Exception], ...]:
-    from msprobe.core.run_ut.parallel import PartError
-    from msprobe.core.run_ut.replay_common import RunUtError
-    from msprobe.core.run_ut.report import ReportError
-
-    return RunUtError, ReportError, PartError
-
-
-def _finish(command: str, summary: dict[str, Any], checked: int) -> int:
-    logger.info("%s: %d APIs, forward %s, backward %s; bench %s; results in %s", command, summary["apis"],
-                summary["forward"], summary["backward"], summary.get("bench"), summary["result_csv"])
-    if checked == 0:
-        logger.error("%s: no API was checked (every API was skipped or filtered out)", command)
-        return 1
-    return 0
+def _line(summary: dict[str, Any]) -> str:
+    return (f"{summary['apis']} APIs, forward {summary['forward']}, backward {summary['backward']}; "
+            f"bench {summary.get('bench')}; results in {summary['result_csv']}")
 
 
 def _run(args: argparse.Namespace) -> int:
-    from msprobe.core.config import ConfigError
+    return run_command("run_ut", lambda: _replay(args), _line)
+
+
+def _replay(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     from msprobe.mindspore.run_ut.replay import DEFAULT_SEED, load_run_ut_section, run_ut
 
-    try:
-        section = load_run_ut_section(args.config_path)
-        result = run_ut(args.api_info, args.out_path, bench=args.bench, save_error_data=args.save_error_data,
-                        csv_path=args.csv_path, filter_duplicates=args.filter_api,
-                        seed=DEFAULT_SEED if args.seed is None else args.seed, white_list=section.white_list,
-                        black_list=section.black_list, error_data_path=section.error_data_path)
-    except (*_errors(), ConfigError) as exc:
-        logger.error("run_ut: %s", exc)
-        return 2
-    return _finish("run_ut", result.summary, result.checked)
+    section = load_run_ut_section(args.config_path)
+    result = run_ut(args.api_info, args.out_path, bench=args.bench, save_error_data=args.save_error_data,
+                    csv_path=args.csv_path, filter_duplicates=args.filter_api,
+                    seed=DEFAULT_SEED if args.seed is None else args.seed, white_list=section.white_list,
+                    black_list=section.black_list, error_data_path=section.error_data_path)
+    return result.summary, result.checked
 
 
 def run_ut_command() -> Command:
@@ -89,7 +75,7 @@ def _run_part(api_info: str, bench: str, save_error_data: bool, seed: int, part_
 
     try:
         result = run_ut(api_info, part_dir, bench=bench, save_error_data=save_error_data, seed=seed, apis=apis)
-    except _errors() as exc:
+    except REPLAY_ERRORS as exc:
         return 0, str(exc)
     return result.checked, None
 
@@ -118,28 +104,20 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
                      details=MINDSPORE_DETAILS, filter_duplicates=filter_duplicates)
 
 
-def _configure_multi(parser: argparse.ArgumentParser) -> None:
-    _configure(parser)
-    add_parts_option(parser)
-
-
 def _run_multi(args: argparse.Namespace) -> int:
-    from msprobe.core.config import ConfigError
+    return run_command("multi_run_ut", lambda: _replay_multi(args), _line)
+
+
+def _replay_multi(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     from msprobe.mindspore.run_ut.replay import load_run_ut_section
 
-    try:
-        section = load_run_ut_section(args.config_path)
-        summary, checked = multi_run_ut(args.api_info, args.out_path, parts=args.parts, bench=args.bench,
-                                        save_error_data=args.save_error_data, csv_path=args.csv_path,
-                                        filter_duplicates=args.filter_api, seed=args.seed,
-                                        white_list=section.white_list, black_list=section.black_list,
-                                        error_data_path=section.error_data_path)
-    except (*_errors(), ConfigError) as exc:
-        logger.error("multi_run_ut: %s", exc)
-        return 2
-    return _finish("multi_run_ut", summary, checked)
+    section = load_run_ut_section(args.config_path)
+    return multi_run_ut(args.api_info, args.out_path, parts=args.parts, bench=args.bench,
+                        save_error_data=args.save_error_data, csv_path=args.csv_path,
+                        filter_duplicates=args.filter_api, seed=args.seed, white_list=section.white_list,
+                        black_list=section.black_list, error_data_path=section.error_data_path)
 
 
 def multi_run_ut_command() -> Command:
-    return Command("run_ut with the dump's APIs split over N processes; one merged report", _configure_multi,
+    return Command("run_ut with the dump's APIs split over N processes; one merged report", with_parts(_configure),
                    _run_multi)

@@ -33,6 +33,7 @@ from msprobe.core.run_ut.replay_common import (
     Unreplayable,
     base_api,
     error_data_dir,
+    first_line,
     is_inplace,
     rng_for,
     select_apis,
@@ -260,13 +261,8 @@ def _side_run(side: str, run: Callable[..., Any], *args: Any) -> Any:
     except (Unreplayable, RunUtError):
         raise
     except Exception as exc:
-        raise _SideFailed(f"replay failed on the {side}: {type(exc).__name__}: {_first_line(exc)}") from exc
+        raise _SideFailed(f"replay failed on the {side}: {type(exc).__name__}: {first_line(exc)}") from exc
     return result
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else ""
 
 
 def _leaves(value: Any, out: list[Leaf]) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 import mindspore
+from msprobe.core.run_ut.replay_common import widened
 from msprobe.mindspore.run_ut.values import FLOATS, UPCAST, DtypeArg, Leaf, canonical, map_leaves
 
 
@@ -30,25 +31,19 @@ class Side:
 
     # --- per framework ------------------------------------------------------------------------------
 
+    tensor_type: type | tuple[type, ...] = ()  # the framework's tensor class
+
     def tensor(self, leaf: Leaf) -> Any:
         raise NotImplementedError
 
     def dtype(self, arg: DtypeArg) -> Any:
         raise NotImplementedError
 
-    def is_tensor(self, value: Any) -> bool:
+    def cast(self, tensor: Any, dtype: Any) -> Any:
         raise NotImplementedError
 
-    def is_float(self, value: Any) -> bool:
-        raise NotImplementedError
-
-    def cast_like(self, grad: Any, output: Any) -> Any:
-        raise NotImplementedError
-
-    def to_numpy(self, value: Any) -> np.ndarray:
-        raise NotImplementedError
-
-    def dtype_name(self, value: Any) -> str:
+    def host_numpy(self, tensor: Any) -> np.ndarray:
+        """The tensor's values as numpy, exactly (bfloat16, which numpy lacks, as float32)."""
         raise NotImplementedError
 
     def vjp(self, func: Callable[..., tuple], inputs: list, grads: list) -> list:
@@ -57,6 +52,24 @@ class Side:
         raise NotImplementedError
 
     # --- shared -------------------------------------------------------------------------------------
+
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, self.tensor_type)
+
+    def is_float(self, value: Any) -> bool:
+        return self.is_tensor(value) and (value.is_floating_point() or value.is_complex())
+
+    def cast_like(self, grad: Any, output: Any) -> Any:
+        """An output gradient as the output holds it: its dtype, and its shape (a scalar's gradient is
+        recorded with shape [1])."""
+        grad = self.cast(grad, output.dtype)
+        return grad.reshape(output.shape) if tuple(grad.shape) != tuple(output.shape) else grad
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        return widened(self.host_numpy(value)) if self.is_tensor(value) else np.asarray(value)
+
+    def dtype_name(self, value: Any) -> str:
+        return canonical(str(value.dtype)) if self.is_tensor(value) else type(value).__name__
 
     def build(self, value: Any, replace: dict[int, Any] | None = None) -> Any:
         """``value`` (rebuilt arguments) with this side's tensors and dtypes; ``replace`` maps
@@ -125,6 +138,7 @@ class MindSporeSide(Side):
     (the bench when PyTorch is not used)."""
 
     name = "mindspore"
+    tensor_type = mindspore.Tensor
 
     def __init__(self, upcast: bool) -> None:
         self.upcast = upcast
@@ -143,27 +157,11 @@ class MindSporeSide(Side):
     def dtype(self, arg: DtypeArg) -> Any:
         return _MS_DTYPES[self.target(arg.dtype)]
 
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, mindspore.Tensor)
+    def cast(self, tensor: Any, dtype: Any) -> Any:
+        return tensor.astype(dtype)
 
-    def is_float(self, value: Any) -> bool:
-        return isinstance(value, mindspore.Tensor) and (value.is_floating_point() or value.is_complex())
-
-    def cast_like(self, grad: Any, output: Any) -> Any:
-        grad = grad.astype(output.dtype)
-        return grad.reshape(output.shape) if tuple(grad.shape) != tuple(output.shape) else grad
-
-    def to_numpy(self, value: Any) -> np.ndarray:
-        if not isinstance(value, mindspore.Tensor):
-            return np.asarray(value)
-        if value.is_complex():
-            return value.asnumpy().astype(np.complex128)
-        if value.is_floating_point():
-            return value.astype(mindspore.float64).asnumpy()
-        return value.asnumpy()
-
-    def dtype_name(self, value: Any) -> str:
-        return canonical(str(value.dtype)) if isinstance(value, mindspore.Tensor) else type(value).__name__
+    def host_numpy(self, tensor: Any) -> np.ndarray:
+        return (tensor.astype(mindspore.float32) if tensor.dtype == mindspore.bfloat16 else tensor).asnumpy()
 
     def vjp(self, func: Callable[..., tuple], inputs: list, grads: list) -> list:
         _, pullback = mindspore.vjp(func, *inputs)

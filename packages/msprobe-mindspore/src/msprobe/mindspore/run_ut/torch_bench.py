@@ -18,7 +18,7 @@ import torch
 from msprobe.core.framework_map import torch_api_for, torch_suffix_for
 from msprobe.core.run_ut.replay_common import Unreplayable
 from msprobe.mindspore.run_ut.sides import Side
-from msprobe.mindspore.run_ut.values import DtypeArg, Leaf, canonical
+from msprobe.mindspore.run_ut.values import DtypeArg, Leaf
 
 _ROOTS = {"Torch": torch, "Functional": torch.nn.functional, "Tensor": torch.Tensor}
 
@@ -54,6 +54,7 @@ class TorchSide(Side):
 
     name = "torch"
     upcast = True
+    tensor_type = torch.Tensor
 
     def tensor(self, leaf: Leaf) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(leaf.values)).to(getattr(torch, self.target(leaf.dtype)))
@@ -61,28 +62,12 @@ class TorchSide(Side):
     def dtype(self, arg: DtypeArg) -> Any:
         return getattr(torch, self.target(arg.dtype))
 
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, torch.Tensor)
+    def cast(self, tensor: Any, dtype: Any) -> Any:
+        return tensor.to(dtype)
 
-    def is_float(self, value: Any) -> bool:
-        return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
-
-    def cast_like(self, grad: Any, output: Any) -> Any:
-        grad = grad.to(output.dtype)
-        return grad.reshape(output.shape) if grad.shape != output.shape else grad
-
-    def to_numpy(self, value: Any) -> np.ndarray:
-        if not isinstance(value, torch.Tensor):
-            return np.asarray(value)
-        t = value.detach().cpu()
-        if t.is_complex():
-            return t.resolve_conj().to(torch.complex128).numpy()
-        if t.is_floating_point():
-            return t.to(torch.float64).numpy()
-        return t.numpy()
-
-    def dtype_name(self, value: Any) -> str:
-        return canonical(str(value.dtype)) if isinstance(value, torch.Tensor) else type(value).__name__
+    def host_numpy(self, tensor: Any) -> np.ndarray:
+        tensor = tensor.detach().cpu()
+        return (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).resolve_conj().numpy()
 
     def forward(self, func: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[list, tuple]:
         with torch.no_grad():

@@ -14,9 +14,10 @@ import torch
 
 from msprobe.core.online import wire
 from msprobe.core.online.wire import WireError, WireTensor
+from msprobe.core.run_ut.replay_common import select_apis
 from msprobe.pytorch.online.tensors import from_wire
 from msprobe.pytorch.run_ut.inputs import RunUtError, torch_dtype
-from msprobe.pytorch.run_ut.replay import DEFAULT_SEED, Replayer, check_device, select_apis
+from msprobe.pytorch.run_ut.replay import DEFAULT_SEED, Replayer, check_device
 
 
 class RecordTensors:

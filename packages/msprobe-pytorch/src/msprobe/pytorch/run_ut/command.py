@@ -12,6 +12,7 @@ import argparse
 
 from msprobe.core.cli import Command
 from msprobe.core.log import logger
+from msprobe.core.run_ut.command import run_command
 
 
 def device_name(text: str) -> str:
@@ -72,48 +73,31 @@ def set_jit_compile(device: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from msprobe.core.config import ConfigError
-    from msprobe.core.run_ut.report import ReportError
+    return run_command("run_ut", lambda: _replay(args), lambda summary: (
+        f"{summary['apis']} APIs, forward {summary['forward']}, backward {summary['backward']}; "
+        f"results in {summary['result_csv']}"))
+
+
+def _replay(args: argparse.Namespace) -> tuple[dict, int] | int:
     from msprobe.pytorch.run_ut.inputs import RunUtError
     from msprobe.pytorch.run_ut.replay import DEFAULT_SEED, load_run_ut_section, run_ut
 
-    try:
-        section = load_run_ut_section(args.config_path)
-        if args.config_path is not None:  # run_ut.is_online: receive APIs from a training job instead
-            from msprobe.pytorch.online.receive import receive_if_online
+    section = load_run_ut_section(args.config_path)
+    if args.config_path is not None:  # run_ut.is_online: receive APIs from a training job instead
+        from msprobe.pytorch.online.receive import receive_if_online
 
-            online = receive_if_online(args.config_path, args.out_path, args.device)
-            if online is not None:
-                return online
-        if args.jit_compile:
-            set_jit_compile(args.device)
-        if args.api_info is None:
-            raise RunUtError("-api_info is required (or a -config whose run_ut section has is_online: true)")
-        result = run_ut(args.api_info, args.out_path, device=args.device, save_error_data=args.save_error_data,
-                        csv_path=args.csv_path, filter_duplicates=args.filter_api, white_list=section.white_list,
-                        black_list=section.black_list, seed=DEFAULT_SEED if args.seed is None else args.seed,
-                        error_data_path=section.error_data_path)
-    except (RunUtError, ReportError, ConfigError) as exc:
-        logger.error("run_ut: %s", exc)
-        return 2
-    summary = result.summary
-    logger.info("run_ut: %d APIs, forward %s, backward %s; results in %s", summary["apis"], summary["forward"],
-                summary["backward"], summary["result_csv"])
-    return exit_code("run_ut", summary, result.checked)
-
-
-def exit_code(command: str, summary: dict, checked: int) -> int:
-    """2 when an API's tensor file was missing or unreadable (the summary's ``input_errors``), else 1 when
-    nothing was judged, else 0; the reason is logged."""
-    errors = summary.get("input_errors") or []
-    if errors:
-        logger.error("%s: %d API(s) not checked, their recorded inputs cannot be read (SKIP rows in %s): %s",
-                     command, len(errors), summary["result_csv"], "; ".join(e["message"] for e in errors[:3]))
-        return 2
-    if checked == 0:
-        logger.error("%s: no API was checked (every API was skipped or filtered out)", command)
-        return 1
-    return 0
+        online = receive_if_online(args.config_path, args.out_path, args.device)
+        if online is not None:
+            return online
+    if args.jit_compile:
+        set_jit_compile(args.device)
+    if args.api_info is None:
+        raise RunUtError("-api_info is required (or a -config whose run_ut section has is_online: true)")
+    result = run_ut(args.api_info, args.out_path, device=args.device, save_error_data=args.save_error_data,
+                    csv_path=args.csv_path, filter_duplicates=args.filter_api, white_list=section.white_list,
+                    black_list=section.black_list, seed=DEFAULT_SEED if args.seed is None else args.seed,
+                    error_data_path=section.error_data_path)
+    return result.summary, result.checked
 
 
 def run_ut_command() -> Command:

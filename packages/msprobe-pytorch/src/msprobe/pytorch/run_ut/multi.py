@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.core.cli import Command
-from msprobe.core.log import logger
-from msprobe.core.run_ut.parallel import DEFAULT_PARTS, MAX_PARTS, add_parts_option, split_parts
+from msprobe.core.run_ut.command import run_command, with_parts
+from msprobe.core.run_ut.parallel import DEFAULT_PARTS, MAX_PARTS, split_parts
 from msprobe.pytorch.run_ut.command import _configure as _configure_run_ut
-from msprobe.pytorch.run_ut.command import exit_code
 
 __all__ = ["DEFAULT_PARTS", "MAX_PARTS", "multi_run_ut", "multi_run_ut_command", "split_parts"]
 
@@ -79,32 +78,23 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
         raise RunUtError(str(exc)) from None
 
 
-def _configure(parser: argparse.ArgumentParser) -> None:
-    _configure_run_ut(parser)
-    add_parts_option(parser)
-
-
 def _run(args: argparse.Namespace) -> int:
-    from msprobe.core.config import ConfigError
-    from msprobe.core.run_ut.report import ReportError
-    from msprobe.pytorch.run_ut.inputs import RunUtError
+    return run_command("multi_run_ut", lambda: _replay(args), lambda summary: (
+        f"{summary['apis']} APIs in {summary['parts']} parts, forward {summary['forward']}, backward "
+        f"{summary['backward']}; results in {summary['result_csv']}"))
+
+
+def _replay(args: argparse.Namespace) -> tuple[dict, int]:
     from msprobe.pytorch.run_ut.replay import load_run_ut_section
 
-    try:
-        section = load_run_ut_section(args.config_path)
-        summary, checked = multi_run_ut(args.api_info, args.out_path, parts=args.parts, device=args.device,
-                                        save_error_data=args.save_error_data, csv_path=args.csv_path,
-                                        filter_duplicates=args.filter_api, white_list=section.white_list,
-                                        black_list=section.black_list, seed=args.seed,
-                                        error_data_path=section.error_data_path,
-                                        devices=getattr(args, "devices", None), jit_compile=args.jit_compile)
-    except (RunUtError, ReportError, ConfigError) as exc:
-        logger.error("multi_run_ut: %s", exc)
-        return 2
-    logger.info("multi_run_ut: %d APIs in %d parts, forward %s, backward %s; results in %s", summary["apis"],
-                summary["parts"], summary["forward"], summary["backward"], summary["result_csv"])
-    return exit_code("multi_run_ut", summary, checked)
+    section = load_run_ut_section(args.config_path)
+    return multi_run_ut(args.api_info, args.out_path, parts=args.parts, device=args.device,
+                        save_error_data=args.save_error_data, csv_path=args.csv_path,
+                        filter_duplicates=args.filter_api, white_list=section.white_list,
+                        black_list=section.black_list, seed=args.seed, error_data_path=section.error_data_path,
+                        devices=getattr(args, "devices", None), jit_compile=args.jit_compile)
 
 
 def multi_run_ut_command() -> Command:
-    return Command("run_ut with the dump's APIs split over N processes; one merged report", _configure, _run)
+    return Command("run_ut with the dump's APIs split over N processes; one merged report",
+                   with_parts(_configure_run_ut), _run)

@@ -10,6 +10,7 @@ gradient of the outputs (generated, for a statistics dump) and the input gradien
 An API recorded with low-precision outputs from float32 inputs (autocast) runs its device side in the
 output dtype, as autocast did, and its bench in float32. An API whose tensor file is missing or unreadable
 is reported SKIP naming the file (``ApiRow.input_error``); the others are judged, and the command exits 2.
+Rebuilding and running an entry's call is :mod:`msprobe.pytorch.run_ut.call`, which attribution uses too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Collection, Mapping
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -29,45 +29,21 @@ from msprobe.core.log import logger
 from msprobe.core.run_ut import ERROR, SKIP, WARNING, api_status, judge_output
 from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section
 from msprobe.core.run_ut.replay_common import (
-    RANDOM_APIS,
     RunUtResult,
     base_api,
     error_data_dir,
-    is_inplace,
     is_tensor_value,
     rng_for,
     select_apis,
-    split_name,
     tensor_dir,
+    widened,
 )
 from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, api_row, output_row, report_dir
-from msprobe.pytorch.run_ut.inputs import RunUtError, TensorFileError, TensorSource, Unreplayable, torch_dtype
+from msprobe.pytorch.run_ut.call import Call, Refused, Side, api_table, replay_entry
+from msprobe.pytorch.run_ut.inputs import RunUtError, TensorSource
+from msprobe.pytorch.tensor_files import host_numpy, load_pt
 
 DEFAULT_SEED = 1234
-REPLAYED_PREFIXES = ("Torch", "Tensor", "Functional", "VF", "NPU")
-_UPCAST = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}
-_LOW = (torch.float16, torch.bfloat16)
-
-
-@lru_cache(maxsize=1)
-def _reverse_table() -> dict[str, Any]:
-    from msprobe.pytorch.hooks.api_names import build_api_table
-
-    return {f"{prefix}.{api}": obj for obj, (prefix, api) in build_api_table().items()}
-
-
-def resolve(prefix: str, api: str) -> Callable[..., Any] | None:
-    """The torch callable recorded as ``prefix.api`` (the reverse of the dump's naming table)."""
-    found = _reverse_table().get(f"{prefix}.{api}")
-    if found is not None:
-        return found
-    roots = {"Torch": torch, "Tensor": torch.Tensor, "Functional": torch.nn.functional, "VF": torch._VF}
-    obj: Any = roots.get(prefix)
-    for part in api.split(".") if obj is not None else ():
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj if callable(obj) else None
 
 
 def replayer_for_dump(dump_path: str | os.PathLike, device: torch.device, seed: int,
@@ -82,58 +58,12 @@ def replayer_for_dump(dump_path: str | os.PathLike, device: torch.device, seed: 
     if dump.task not in ("tensor", "statistics"):
         raise RunUtError(f"api_info {str(dump_path)!r}: task {dump.task!r}; run_ut replays 'tensor' and "
                          f"'statistics' dumps")
-    from msprobe.pytorch.compare import load_pt
-
     source = TensorSource(tensor_dir(dump) if dump.task == "tensor" else None, seed, load_pt)
     return Replayer(source, device, seed, api_override, error_dir), dump
 
 
-def skip_reason(prefix: str, api: str) -> str:
-    """Why the API recorded as ``prefix.api`` cannot be replayed at all, or "" when it can."""
-    if prefix == "Module":
-        return "a module, not an API: run_ut replays APIs"
-    if prefix == "Distributed":
-        return "distributed API: its result depends on the other ranks"
-    if prefix not in REPLAYED_PREFIXES:
-        return f"{prefix} APIs are not replayed"
-    if base_api(api) in RANDOM_APIS:
-        return "random API: not numerically comparable (its result depends on the random state)"
-    if resolve(prefix, api) is None:
-        return f"{prefix}.{api} is not a callable of this torch"
-    return ""
-
-
-def collect_tensor_values(value: Any, out: list) -> None:
-    """The tensor values of an argument tree, in the order :func:`rebuild` visits them (and the dump
-    lists the input gradients)."""
-    if isinstance(value, list):
-        for v in value:
-            collect_tensor_values(v, out)
-    elif is_tensor_value(value):
-        out.append(value)
-    elif isinstance(value, dict) and "type" not in value:
-        for v in value.values():
-            collect_tensor_values(v, out)
-
-
-def _flat_outputs(value: Any, out: list) -> list:
-    if isinstance(value, (list, tuple)):
-        for v in value:
-            _flat_outputs(v, out)
-    elif isinstance(value, (torch.Tensor, bool, int, float, complex)):
-        out.append(value)
-    return out
-
-
 def _to_numpy(value: Any) -> np.ndarray:
-    if isinstance(value, torch.Tensor):
-        t = value.detach().cpu()
-        if t.is_complex():
-            return t.resolve_conj().to(torch.complex128).numpy()
-        if t.is_floating_point():
-            return t.to(torch.float64).numpy()
-        return t.numpy()
-    return np.asarray(value)
+    return widened(host_numpy(value)) if isinstance(value, torch.Tensor) else np.asarray(value)
 
 
 def _dtype_name(value: Any) -> str:
@@ -176,48 +106,28 @@ class Replayer:
 
     def check(self, entry_name: str, entry: dict, backward: dict | None) -> ApiRow:
         row_name = entry_name.removesuffix(".forward")
-        prefix, api, _ = split_name(entry_name)
-        back = NOT_APPLICABLE if backward is None else SKIP
-        refusal = skip_reason(prefix, api)
-        if refusal:
-            return ApiRow(row_name, SKIP, back, refusal)
-        func = resolve(prefix, api)
-        device_func = self.override.get(f"{prefix}.{api}", func)
-        try:
-            return self._replay(row_name, prefix, api, entry, backward, func, device_func)
-        except Unreplayable as exc:
-            return ApiRow(row_name, SKIP, back, f"cannot replay: {exc}")
-        except TensorFileError as exc:  # this API's inputs are gone; the others may still be judged
-            return ApiRow(row_name, SKIP, back, f"cannot replay: {exc}", input_error=True)
-        except RunUtError:
-            raise
-        except Exception as exc:  # the API itself failed on these inputs: report it, go on
-            return ApiRow(row_name, SKIP, back, f"replay failed: {type(exc).__name__}: {str(exc).splitlines()[0]}")
-
-    def _replay(self, row_name: str, prefix: str, api: str, entry: dict, backward: dict | None,
-                func: Callable[..., Any], device_func: Callable[..., Any]) -> ApiRow:
-        args_v, kwargs_v = entry.get("input_args") or [], entry.get("input_kwargs") or {}
-        if not isinstance(args_v, list) or not isinstance(kwargs_v, dict):
-            raise Unreplayable("input_args/input_kwargs are not a list and an object")
-        values: list[dict] = []
-        collect_tensor_values([args_v, kwargs_v], values)
         rng = rng_for(self.seed, row_name)
-        base = [self.source.tensor(v, rng) for v in values]
-        inplace = is_inplace(api)
-        needs_grad = self._needs_grad(backward, values, base) if backward is not None and not inplace else []
-        autocast = autocast_dtype(entry, base)
-        dev = Side(self.device, base, needs_grad, autocast, upcast=False, inplace=inplace)
-        ben = Side(torch.device("cpu"), base, needs_grad, autocast, upcast=True, inplace=inplace)
-        d_out, d_flat = dev.run(device_func, args_v, kwargs_v, any(needs_grad))
-        b_out, b_flat = ben.run(func, args_v, kwargs_v, any(needs_grad))
+        outcome = replay_entry(entry_name, entry, lambda values: [self.source.tensor(v, rng) for v in values],
+                               lambda call: self._replay(row_name, call, backward, rng))
+        if isinstance(outcome, Refused):
+            return ApiRow(row_name, SKIP, NOT_APPLICABLE if backward is None else SKIP, outcome.reason,
+                          input_error=outcome.input_error)
+        return outcome
+
+    def _replay(self, row_name: str, call: Call, backward: dict | None, rng: np.random.Generator) -> ApiRow:
+        needs_grad = self._needs_grad(backward, call.values, call.base) \
+            if backward is not None and not call.inplace else []
+        dev = call.run(self.device, needs_grad=needs_grad, func=self.override.get(f"{call.prefix}.{call.api}"))
+        ben = call.run(torch.device("cpu"), upcast=True, needs_grad=needs_grad)
+        d_flat, b_flat = dev.flat, ben.flat
         if len(d_flat) != len(b_flat):
             return ApiRow(row_name, ERROR, SKIP if backward else NOT_APPLICABLE,
                           f"device gave {len(d_flat)} outputs, bench {len(b_flat)}")
         forward = [self._judge(f"{row_name}.forward.output.{i}", d, b) for i, (d, b) in enumerate(zip(d_flat, b_flat))]
-        replayed = None if backward is None else self._backward(row_name, backward, rng, dev, ben, d_flat, b_flat)
+        replayed = None if backward is None else self._backward(row_name, backward, rng, dev, ben)
         row = api_row(row_name, forward, replayed)
         if self.error_dir is not None and ERROR in (row.forward, row.backward):
-            self._save(row_name, base, d_flat, b_flat, dev, ben)
+            self._save(row_name, call.base, dev, ben)
         return row
 
     def _needs_grad(self, backward: dict, values: list[dict], base: list[torch.Tensor]) -> list[bool]:
@@ -235,13 +145,13 @@ class Replayer:
         verdict = judge_output(name, dtype, dn, bn)
         return output_row(name, _dtype_name(b), dtype, dn, bn, verdict)
 
-    def _backward(self, row_name: str, backward: dict, rng: np.random.Generator, dev: Side, ben: Side,
-                  d_flat: list, b_flat: list) -> tuple[str, list[OutputRow], str]:
+    def _backward(self, row_name: str, backward: dict, rng: np.random.Generator, dev: Side,
+                  ben: Side) -> tuple[str, list[OutputRow], str]:
         if not any(dev.needs_grad):
             return SKIP, [], "no input needs a gradient (or in-place API)"
         grads_v = backward.get("input")
-        d_outs = [t for t in d_flat if isinstance(t, torch.Tensor)]
-        b_outs = [t for t in b_flat if isinstance(t, torch.Tensor)]
+        d_outs = [t for t in dev.flat if isinstance(t, torch.Tensor)]
+        b_outs = [t for t in ben.flat if isinstance(t, torch.Tensor)]
         if not isinstance(grads_v, list) or len(grads_v) != len(d_outs):
             return SKIP, [], "recorded output gradients do not match the outputs"
         d_pairs, b_pairs = [], []
@@ -270,11 +180,11 @@ class Replayer:
         status = api_status([r.verdict for r in rows])
         return status, rows, "" if rows else "no input gradient computed"
 
-    def _save(self, row_name: str, base: list, d_flat: list, b_flat: list, dev: Side, ben: Side) -> None:
+    def _save(self, row_name: str, base: list, dev: Side, ben: Side) -> None:
         assert self.error_dir is not None
         folder = self.error_dir / row_name
         folder.mkdir(parents=True, exist_ok=True)
-        groups = {"input": base, "device_output": d_flat, "bench_output": b_flat,
+        groups = {"input": base, "device_output": dev.flat, "bench_output": ben.flat,
                   "device_input_grad": dev.grads, "bench_input_grad": ben.grads}
         for label, items in groups.items():
             for i, item in enumerate(items):
@@ -291,110 +201,15 @@ def _grads(pairs: list[tuple[torch.Tensor, torch.Tensor]], leaves: list[torch.Te
     return [next(it) if t is not None else None for t in leaves]
 
 
-def autocast_dtype(entry: dict, base: list[torch.Tensor]) -> torch.dtype | None:
-    """The dtype autocast ran the API in: every recorded float output is float16 (or every one bfloat16)
-    while some float input is float32."""
-    outs: list[dict] = []
-    collect_tensor_values(entry.get("output"), outs)
-    dtypes = {str(o.get("dtype")) for o in outs}
-    if len(dtypes) != 1:
-        return None
-    try:
-        out_dtype = torch_dtype(dtypes.pop())
-    except Unreplayable:
-        return None
-    if out_dtype in _LOW and any(t.dtype == torch.float32 for t in base):
-        return out_dtype
-    return None
-
-
-class Side:
-    """One side of the replay: its device, its leaf tensors (gradients are taken with respect to them)
-    and the tensors the API is called with (autocast dtype, copies for in-place APIs)."""
-
-    def __init__(self, device: torch.device, base: list[torch.Tensor], needs_grad: list[bool],
-                 autocast: torch.dtype | None, upcast: bool, inplace: bool) -> None:
-        self.device, self.needs_grad = device, needs_grad or [False] * len(base)
-        self.autocast = autocast
-        self.leaves: list[torch.Tensor | None] = []
-        self.inputs: list[torch.Tensor] = []
-        self.grads: list = []
-        self.upcast = upcast
-        for i, t in enumerate(base):
-            dtype = _UPCAST.get(t.dtype, t.dtype) if upcast else t.dtype
-            leaf = t.to(device=device, dtype=dtype, copy=True)
-            grad = self.needs_grad[i]
-            if grad:
-                leaf.requires_grad_(True)
-            used = leaf
-            if autocast is not None and leaf.is_floating_point():
-                # both sides start from the values autocast gave the API; the bench then computes upcast
-                used = leaf.to(autocast).to(_UPCAST[autocast]) if upcast else leaf.to(autocast)
-            if inplace and used is leaf and grad:
-                used = leaf.clone()
-            self.leaves.append(leaf if grad else None)
-            self.inputs.append(used)
-
-    def _device(self, _recorded: str) -> torch.device:
-        return self.device
-
-    def _dtype(self, value: Any) -> Any:
-        """On the bench, a float16/bfloat16/float32 dtype argument is upcast like the tensors."""
-        return _UPCAST.get(value, value) if self.upcast and isinstance(value, torch.dtype) else value
-
-    def run(self, func: Callable[..., Any], args_v: list, kwargs_v: dict, grad: bool) -> tuple[Any, list]:
-        from msprobe.pytorch.run_ut.inputs import rebuild
-
-        it = iter(self.inputs)
-
-        def build(value: Any) -> Any:
-            return _map_dtypes(rebuild(value, lambda _v: next(it), self._device), self._dtype)
-
-        args = _index_as_tuple(func, build(args_v))
-        kwargs = build(kwargs_v)
-        with torch.set_grad_enabled(grad):
-            out = func(*args, **kwargs)
-        flat = _flat_outputs(out, [])
-        if not any(isinstance(v, torch.Tensor) for v in flat) and self.inputs and out is None:
-            flat = [args[0]] if args and isinstance(args[0], torch.Tensor) else flat  # __setitem__ and the like
-        return out, flat
-
-
-def _index_as_tuple(func: Callable[..., Any], args: list) -> list:
-    """dump.json writes a tuple as a list: give ``__getitem__``/``__setitem__`` back the tuple of a
-    multi-dimensional index (one holding a slice, None, Ellipsis or a tensor — what torch reads as a
-    tuple today, with a deprecation warning). A list of plain ints stays a list (advanced indexing)."""
-    if getattr(func, "__name__", "") not in ("__getitem__", "__setitem__") or len(args) < 2:
-        return args
-    index = args[1]
-    if isinstance(index, list) and not all(isinstance(i, int) for i in index):
-        return [args[0], tuple(index), *args[2:]]
-    return args
-
-
-def _map_dtypes(value: Any, convert: Callable[[Any], Any]) -> Any:
-    if isinstance(value, list):
-        return [_map_dtypes(v, convert) for v in value]
-    if isinstance(value, dict):
-        return {k: _map_dtypes(v, convert) for k, v in value.items()}
-    return convert(value)
-
-
 def known_list_names() -> frozenset[str]:
     """Every name a white/black list may hold: ``api``, ``Prefix.api`` and the bare API (``linear``)."""
-    return list_names(_reverse_table(), base_api)
+    return list_names(api_table(), base_api)
 
 
 def load_run_ut_section(config_path: str | os.PathLike | None) -> RunUtSection:
     """The ``run_ut`` section of a config.json, its lists checked against torch's API table
     (:func:`msprobe.core.run_ut.lists.read_run_ut_section`)."""
     return read_run_ut_section(config_path, "pytorch", known_list_names)
-
-
-def load_lists(config_path: str | os.PathLike | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """white_list and black_list of the run_ut section of a config.json (checked: :func:`load_run_ut_section`)."""
-    section = load_run_ut_section(config_path)
-    return section.white_list, section.black_list
 
 
 def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, device: str = "cpu",
