@@ -2,10 +2,10 @@
 
 An import circle shows only when a module of the circle is the first one imported (another entry point
 may have loaded the rest already), so each module is imported by a process that holds no msprobe
-module. One interpreter per package loads the libraries once and forks a child per module, which keeps
-the walk within seconds; a package whose framework is missing is skipped (msprobe-common alone needs
-only numpy). A module may not bring in what its package must not import (docs/architecture.md, the
-table of distributions).
+module: one interpreter per package loads the libraries once (torch, mindspore, transformers...), forgets
+the msprobe modules of that warm-up and forks a child per module, which keeps the walk within seconds.
+A package whose framework is missing is skipped (msprobe-common alone needs only numpy). A module may
+not bring in what its package must not import (docs/architecture.md, the table of distributions).
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def walks():
 def test_every_module_imports_first_in_a_fresh_interpreter(walks, package):
     process = walks[package]
     if not isinstance(process, subprocess.Popen):
-        pytest.skip(f"{package}: {', '.join(process)} is not installed")
+        pytest.skip(f"{package}: not installed: {', '.join(process)}")
     out, err = process.communicate(timeout=600)
     assert process.returncode == 0, err
     results = [json.loads(line) for line in out.splitlines()]
