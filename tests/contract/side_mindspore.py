@@ -55,7 +55,8 @@ def load(path) -> tuple[np.ndarray, str]:
 
 def training(name: str, observed: bool = True) -> Training:
     """Adam on ``MODELS[name]`` in PyNative mode, the step inside ``value_and_grad`` as
-    docs/mindspore/dump.md shows; ``observed`` changes nothing (MindSpore's debugger sets no dropout)."""
+    docs/mindspore/dump.md shows; ``observed`` changes nothing (MindSpore's dropout keeps its probability
+    while dumping: ``MindSporeKit.prepare_for_comparison`` does nothing)."""
     build, shape, library = MODELS[name]
     if library is not None:
         pytest.importorskip(library)
@@ -75,7 +76,7 @@ def training(name: str, observed: bool = True) -> Training:
         return loss
 
     def state() -> list:
-        return [host(g) for g in last_grads] + [host(p) for p in net.trainable_params()]
+        return [host(t).copy() for t in (*last_grads, *net.trainable_params())]  # asnumpy() may share memory
 
     return Training(net, step, state)
 

@@ -88,9 +88,10 @@ def training(name: str, observed: bool = True) -> Training:
     torch.manual_seed(0)
     model = spec.build()
     model.train()
-    for module in model.modules():
-        if isinstance(module, torch.nn.Dropout) and not observed:
-            module.p = 0.0
+    if not observed:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
     gen = torch.Generator().manual_seed(1)
 
