@@ -143,6 +143,11 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
     os.register_at_fork(after_in_child=_silence_in_child)
 
 
+def _raise_for_user(deferred: UserComputationError | None) -> None:
+    if deferred is not None:
+        raise deferred.original
+
+
 class Session:
     """Step and rank bookkeeping around one interceptor and one collector.
 
@@ -206,33 +211,43 @@ class Session:
 
     def stop(self) -> None:
         """Collection off; this step's files are complete on disk when this returns."""
-        if self.started:
-            self.interceptor.disable()
-            self.started = False
+        _raise_for_user(self._stop())
+
+    def forward_backward_dump_end(self) -> None:
+        """No more API collection in this step (e.g. the optimizer's)."""
+        _raise_for_user(self._collection_off())
+
+    def step(self) -> None:
+        deferred = self._stop()
+        self.current_step += 1
+        self.interceptor.reset_counts()
+        last = self.selector.last_step()
+        if not self.finished and (self.collector.exhausted or (last is not None and self.current_step > last)):
+            self.finish()
+        _raise_for_user(deferred)
+
+    def _stop(self) -> UserComputationError | None:
+        deferred = self._collection_off()
         if self._step_open:
             self._step_open = False
             self.sink.run(self.collector.end_step)
         self._heap.thaw()
         if self.sink.failed:
             self.finish()
+        return deferred
 
-    def forward_backward_dump_end(self) -> None:
-        """No more API collection in this step (e.g. the optimizer's)."""
-        if self.started:
+    def _collection_off(self) -> UserComputationError | None:
+        """Interception off. A framework that reads tensors in batches (MindSpore on the CPU) makes its last
+        reads now; the user's own error raised at one of them is returned, to raise once the step's
+        bookkeeping is done."""
+        if not self.started:
+            return None
+        self.started = False
+        try:
             self.interceptor.disable()
-            self.started = False
-
-    def step(self) -> None:
-        self.stop()
-        self.current_step += 1
-        self.interceptor.reset_counts()
-        last = self.selector.last_step()
-        if self.finished:
-            return
-        if self.collector.exhausted:
-            self.finish()
-        elif last is not None and self.current_step > last:
-            self.finish()
+        except UserComputationError as error:
+            return error
+        return None
 
     def finish(self) -> None:
         """Remove every hook; the debugger does nothing from here on."""

@@ -7,7 +7,8 @@ ops at the call, a copy (:class:`DeviceCopy`), and is reduced at the fetch with 
 and size: about ten ops per group instead of ten per tensor. On the CPU the tensor already
 lives in host memory: its statistics are computed by numpy (:func:`msprobe.core.host_stats.host_stats`:
 small tensors from a copy, with their batch), which costs a small fraction of the ten MindSpore ops of
-the device path. Exactness (SPEC 4.4): integer and float64 tensors are reduced in float64,
+the device path, and read in batches (:mod:`msprobe.mindspore.reads`): each host read waits for
+MindSpore's executor. Exactness (SPEC 4.4): integer and float64 tensors are reduced in float64,
 float16/bfloat16 in float32, complex tensors over their absolute value; bool tensors give any/all and
 no mean/norm; empty tensors give nothing.
 
@@ -21,25 +22,24 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
 
 import mindspore
 from mindspore import ops
-from msprobe.core.events import UserComputationError
 from msprobe.core.host_stats import (
     EXACT_FLOAT32_BOUNDS,
     STAT_COUNT,
     DeviceCopy,
-    HostCopy,
     StatsAdapterBase,
     StatsHandle,
     crc32_hex,
-    host_stats,
 )
 from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.tensor_writer import FrozenTensor
+from msprobe.mindspore import reads
 
 _FLOAT64_REDUCED = (mindspore.float64, mindspore.int8, mindspore.int16, mindspore.int32, mindspore.int64,
                     mindspore.uint8, mindspore.uint16, mindspore.uint32, mindspore.uint64)
@@ -72,7 +72,7 @@ class MindSporeTensorAdapter(StatsAdapterBase):
     def describe(self, tensor: mindspore.Tensor) -> TensorRecord:
         return TensorRecord(self.type_name, str(tensor.dtype), tuple(tensor.shape))
 
-    def stats(self, tensor: mindspore.Tensor) -> StatsHandle | DeviceCopy | HostCopy | TensorStats:
+    def stats(self, tensor: mindspore.Tensor) -> StatsHandle | DeviceCopy | reads.PendingRead | TensorStats:
         if self._on_host is None:
             # Once: by the first tensor MindSpore's device is fixed, and asking costs ≈ 16 µs, as much as
             # the statistics of a small tensor (it was asked for every tensor).
@@ -80,8 +80,12 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         if self._on_host:
             if tensor.dtype == mindspore.bfloat16:
                 tensor = tensor.astype(mindspore.float32)  # numpy has no bfloat16; exact widening
-            return host_stats(_read(tensor))  # copied if small: asnumpy() may share the tensor's memory
+            return reads.note(tensor)
         return device_stats(tensor)
+
+    def fetch(self, handles: Sequence[Any]) -> list[TensorStats]:
+        reads.settle()
+        return super().fetch([h.result if isinstance(h, reads.PendingRead) else h for h in handles])
 
     def reduce_copies(self, copies: list[mindspore.Tensor], key: tuple) -> mindspore.Tensor:
         """One group's rows (``key``: their dtype and size): one stacked matrix, one op per statistic over
@@ -105,7 +109,7 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         return [flat[i : i + STAT_COUNT] for i in range(0, len(flat), STAT_COUNT)]
 
     def checksum(self, tensor: mindspore.Tensor, remember: bool = False) -> str:
-        return crc32_hex(np.ascontiguousarray(_read(tensor)).tobytes())
+        return crc32_hex(np.ascontiguousarray(reads.read_host(tensor)).tobytes())
 
     def snapshot(self, tensor: mindspore.Tensor) -> mindspore.Tensor:
         return tensor.copy()
@@ -116,7 +120,7 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         tensor by, so nothing is kept for reuse)."""
         if tensor.dtype == mindspore.bfloat16:
             tensor = tensor.astype(mindspore.float32)
-        array = np.array(_read(tensor), order="C", copy=True)  # asnumpy() may share the tensor's memory
+        array = np.array(reads.read_host(tensor), order="C", copy=True)  # asnumpy() may share the tensor's memory
         return FrozenTensor(array, array.nbytes)
 
     def write_frozen(self, payload: np.ndarray, handle: BinaryIO) -> None:
@@ -126,15 +130,6 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         if isinstance(value, mindspore.dtype.Type):
             return {"type": "mindspore.dtype", "value": str(value)}
         return NOT_HANDLED
-
-
-def _read(tensor: mindspore.Tensor) -> np.ndarray:
-    """The user's tensor in host memory. MindSpore runs operators asynchronously and raises a failed one's
-    error at the first read of its result: when that read is ours, the error is the user's to see."""
-    try:
-        return tensor.asnumpy()
-    except RuntimeError as error:
-        raise UserComputationError(error) from error
 
 
 # Tensors up to this many elements are copied and reduced with their batch (each copy is held until the

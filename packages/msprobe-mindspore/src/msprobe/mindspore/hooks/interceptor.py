@@ -20,6 +20,7 @@ from mindspore import nn
 from msprobe.core.calls import CallReporter, Level, Started
 from msprobe.core.events import CallSink
 from msprobe.core.handles import Handle, HandleGroup
+from msprobe.mindspore import reads
 from msprobe.mindspore.hooks.api_patch import ApiPatches
 from msprobe.mindspore.hooks.backward import (
     BackwardCapture,
@@ -33,6 +34,7 @@ from msprobe.mindspore.hooks.backward import (
 )
 from msprobe.mindspore.hooks.catalog import api_targets
 from msprobe.mindspore.hooks.cells import CellHooks
+from msprobe.mindspore.hooks.guards import MutationGuards
 from msprobe.mindspore.hooks.jit import patch_jit
 from msprobe.mindspore.hooks.primitives import PrimitiveTaps
 
@@ -45,7 +47,9 @@ class Interceptor:
         # the sink's own ops (statistics, copies) stay out of the gradient graph
         self._reporter = CallReporter(sink, quiet=grad_recording_off)
         self._order = EmitOrder(self._reporter.backward)  # one for APIs and cells: a cell after its APIs
-        self._api_patches = ApiPatches(api_targets(), self._run_api) if self._level.apis else None
+        targets = api_targets()
+        self._api_patches = ApiPatches(targets, self._run_api) if self._level.apis else None
+        self._guards = MutationGuards([] if self._level.apis else [t for t in targets if t.mutates_inputs])
         self._cells: CellHooks | None = None
         self._primitives: PrimitiveTaps | None = None
         self._installed = HandleGroup()  # everything enable() put in place
@@ -83,6 +87,7 @@ class Interceptor:
             return
         self._reporter.active = False
         self._installed.remove()
+        reads.settle()  # before the user's code runs unguarded (an optimizer between stop() and step())
 
     def reset_counts(self) -> None:
         """Next step: counts start again from 0 and forwards still waiting for a backward are dropped."""
@@ -101,7 +106,7 @@ class Interceptor:
         if self._api_patches is not None:
             installers += [self._api_patches.install, lambda: patch_jit(self._run_api)]
         installers += [part.install for part in (self._cells, self._primitives) if part is not None]
-        return installers
+        return [*installers, self._guards.install]
 
     # recording -----------------------------------------------------------------------------------
 
@@ -109,6 +114,8 @@ class Interceptor:
                  mutates: bool) -> Any:
         reporter = self._reporter
         if reporter.paused:
+            if mutates:
+                reads.settle()  # an in-place call inside a recorded one (whose inputs wait to be read)
             return original(*args, **kwargs)
         # A jit function is a whole compiled graph that may update Parameters (an optimizer's
         # construct): running it again would apply its side effects twice, so it is never re-run.
@@ -117,6 +124,8 @@ class Interceptor:
         rerun = None if prefix == "Jit" else reporter.unrecorded(original, lambda: grad_recording_as(recording))
         with reporter.pause():  # calls made inside this one are not the user's (outermost calls only)
             started = reporter.start_api(prefix, api, args, kwargs, mutates=mutates, rerun=rerun)
+            if mutates or prefix == "Jit":  # a jit function may update Parameters
+                reads.settle()  # what the inputs hold before the call changes them (msprobe.mindspore.reads)
             capture = None
             if started.wants_backward and not mutates and grad_is_recording():
                 capture = BackwardCapture(self._order, started.call, differentiable_inputs(args, kwargs))

@@ -16,6 +16,7 @@ from mindspore import nn
 from mindspore.ops import Primitive
 from msprobe.core.handles import Handle, patch_attributes
 from msprobe.mindspore.hooks.api_patch import RunApi
+from msprobe.mindspore.hooks.guards import settle_then
 
 
 def unwritten_outputs(primitive: Primitive) -> frozenset[int]:
@@ -37,14 +38,17 @@ class _PrimitiveCall:
         self._api = api
         self._run_api = run_api
         self._unwritten = unwritten_outputs(primitive)
+        # one that writes into its inputs (BatchNorm's moving statistics, Assign) runs after the pending
+        # reads, its inputs' among them (msprobe.mindspore.reads)
+        self._run = settle_then(primitive) if primitive.attrs.get("side_effect_mem") else primitive
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self._unwritten:
-            return self._run_api("Primitive", self._api, self._primitive, args, kwargs, False)
+            return self._run_api("Primitive", self._api, self._run, args, kwargs, False)
         returned: list = []  # what the primitive returned, whole; the recording sees it without the unwritten
 
         def recorded(*call_args: Any, **call_kwargs: Any) -> tuple:
-            output = self._primitive(*call_args, **call_kwargs)
+            output = self._run(*call_args, **call_kwargs)
             returned.append(output)
             return tuple(None if i in self._unwritten else item for i, item in enumerate(output))
 

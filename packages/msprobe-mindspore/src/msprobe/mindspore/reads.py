@@ -1,0 +1,79 @@
+"""Host reads of MindSpore tensors on the CPU, made in batches.
+
+PyNative runs operators in MindSpore's executor threads, and any host read of any tensor waits until
+everything queued is done: about 0.1–1 ms per read whatever the tensor, which was most of msprobe's cost
+per call (docs/performance.md#round-6). So a read is noted at the call (:func:`note`) and made later with
+every other pending read after one such wait (:func:`settle`): at the batch's fetch, and before anything may
+change a noted tensor in place. MindSpore tensors carry no version counter, so what keeps a late read equal
+to what the call saw is that every in-place path settles first (:mod:`msprobe.mindspore.hooks.guards`).
+The queue is the process's, like the executor it waits for.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import mindspore
+from msprobe.core.events import UserComputationError
+from msprobe.core.host_stats import HostCopy, host_stats
+from msprobe.core.records import TensorStats
+
+# Tensors held for a later read keep their memory: past this many bytes the reads are made at once.
+PENDING_MAX_BYTES = 64 << 20
+
+
+class PendingRead:
+    """The statistics of one tensor, read at the next :func:`settle` (``result``: a :class:`HostCopy` or the
+    statistics themselves, as :func:`~msprobe.core.host_stats.host_stats` gives them)."""
+
+    __slots__ = ("tensor", "result")
+
+    def __init__(self, tensor: mindspore.Tensor) -> None:
+        self.tensor: mindspore.Tensor | None = tensor
+        self.result: HostCopy | TensorStats | None = None
+
+
+_pending: list[PendingRead] = []
+_pending_bytes = 0
+
+
+def note(tensor: mindspore.Tensor) -> PendingRead:
+    """A read of ``tensor`` to make at the next :func:`settle`."""
+    global _pending_bytes
+    read = PendingRead(tensor)
+    _pending.append(read)
+    _pending_bytes += tensor.nbytes
+    if _pending_bytes > PENDING_MAX_BYTES:
+        settle()
+    return read
+
+
+def settle() -> None:
+    """Make every pending read, the newest first: its read waits for the queue once, and the older tensors
+    are computed by then. An operator that failed in the meantime raises at the first read, whichever tensor
+    it reads (MindSpore's way); the reads are all made, then the error goes to the user's code that is
+    running now, as MindSpore would have raised it at the user's next read."""
+    global _pending_bytes
+    reads = _pending[::-1]
+    _pending.clear()
+    _pending_bytes = 0
+    failure = None
+    for read in reads:
+        try:
+            values = read_host(read.tensor)
+        except UserComputationError as error:  # raised once: the same read gives the memory now
+            failure = failure or error
+            values = read_host(read.tensor)
+        read.result, read.tensor = host_stats(values), None
+    if failure is not None:
+        raise failure
+
+
+def read_host(tensor: mindspore.Tensor) -> np.ndarray:
+    """The tensor in host memory (shared with it: copy what must outlive a change). MindSpore raises a
+    failed operator's error at the first read of its result: when that read is ours, the error is the
+    user's to see."""
+    try:
+        return tensor.asnumpy()
+    except RuntimeError as error:
+        raise UserComputationError(error) from error
