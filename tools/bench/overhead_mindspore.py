@@ -1,6 +1,6 @@
-"""Overhead of the MindSpore debugger (PyNative, CPU): a small MLP trained bare and under each
-task/level in one process, alternating modes round by round; prints median step time and the ratio
-to the bare run (same method as overhead.py for PyTorch).
+"""Overhead of the MindSpore debugger (PyNative, CPU): the small transformer of overhead.py (PyTorch), built
+from MindSpore's own layers, trained bare and under each task/level in one process, alternating modes round
+by round; prints median step time and the ratio to the bare run (same method as overhead.py).
 
     python tools/bench/overhead_mindspore.py [--rounds 3] [--steps 8]
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import mindspore as ms
 import numpy as np
-from mindspore import Tensor, nn, ops
+from mindspore import Tensor, nn
 
 from msprobe.mindspore import PrecisionDebugger
 
@@ -28,19 +28,21 @@ MODES = {
     "statistics mix": dict(task="statistics", level="mix"),
     "tensor L1": dict(task="tensor", level="L1"),
 }
-WIDTH, BATCH = 512, 64
+VOCAB, WIDTH, BATCH, SEQUENCE = 1000, 128, 16, 64
 
 
-class Mlp(nn.Cell):
+class SmallTransformer(nn.Cell):
+    """2 encoder layers, width 128, 16 sequences of 64 tokens: about 0.6M parameters (overhead.py's)."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.layers = nn.CellList([nn.Dense(WIDTH, WIDTH) for _ in range(4)])
-        self.head = nn.Dense(WIDTH, 10)
+        self.embed = nn.Embedding(VOCAB, WIDTH)
+        layer = nn.TransformerEncoderLayer(WIDTH, 4, 4 * WIDTH, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2)
+        self.head = nn.Dense(WIDTH, VOCAB)
 
-    def construct(self, x):
-        for layer in self.layers:
-            x = ops.gelu(layer(x)) + x
-        return self.head(x)
+    def construct(self, tokens):
+        return self.head(self.encoder(self.embed(tokens)))
 
 
 def main() -> None:
@@ -51,16 +53,14 @@ def main() -> None:
     logging.getLogger("msprobe").setLevel(logging.ERROR)
     ms.set_context(mode=ms.PYNATIVE_MODE)
     ms.set_seed(0)
-    net = Mlp()
+    net = SmallTransformer()
     loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     optimizer = nn.SGD(net.trainable_params(), learning_rate=0.01)
-    grad_fn = ms.value_and_grad(lambda x, y: loss_fn(net(x), y), None, optimizer.parameters)
+    grad_fn = ms.value_and_grad(lambda x, y: loss_fn(net(x).reshape(-1, VOCAB), y.reshape(-1)), None,
+                                optimizer.parameters)
     rng = np.random.default_rng(0)
     batches = [
-        (
-            Tensor(rng.standard_normal((BATCH, WIDTH)).astype(np.float32)),
-            Tensor(rng.integers(0, 10, BATCH).astype(np.int32)),
-        )
+        tuple(Tensor(rng.integers(0, VOCAB, (BATCH, SEQUENCE)).astype(np.int32)) for _ in range(2))
         for _ in range(args.steps)
     ]
 
