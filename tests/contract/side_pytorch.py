@@ -58,7 +58,12 @@ def trainable(t: torch.Tensor) -> tuple[torch.Tensor, bool]:
 
 def change_in_place(t: torch.Tensor) -> None:
     with torch.no_grad():
-        t.add_(1)
+        t[0] += 1
+
+
+def change_unseen(t: torch.Tensor) -> None:
+    """A change the version counter does not count (as in-kernel writes and gloo's collectives do)."""
+    t.data[0] += 1
 
 
 def load(path) -> tuple[np.ndarray, str]:

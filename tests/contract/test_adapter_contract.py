@@ -114,6 +114,41 @@ def test_checksum_of_bfloat16_is_over_its_own_two_bytes(side):
     assert side.adapter().checksum(side.tensor(values, "bfloat16")) == f"{zlib.crc32(raw):08x}"
 
 
+def test_capture_is_describe_and_stats(side):
+    adapter = side.adapter()
+    tensor = side.tensor(*STATS_CASES["float32"])
+    record, handle = adapter.capture(tensor)
+    assert record == adapter.describe(tensor)
+    assert adapter.fetch([handle]) == adapter.fetch([adapter.stats(tensor)])
+
+
+def _crc32(values: np.ndarray) -> str:
+    return f"{zlib.crc32(values.astype(np.float32).tobytes()):08x}"
+
+
+def test_what_an_adapter_keeps_never_hides_a_change(side):
+    """A call's output (``remember``) is read anew, an input reuses what was kept only while the tensor is
+    unchanged as the framework counts changes, and nothing is reused after :meth:`forget` (a new step),
+    whatever changed the tensor in between."""
+    adapter = side.adapter()
+    values = np.arange(6.0) - 2
+    tensor = side.tensor(values, "float32")
+
+    def current(remember: bool = False):
+        (stats,) = adapter.fetch([adapter.capture(tensor, remember)[1]])
+        assert adapter.checksum(tensor, remember) == _crc32(side.host(tensor))
+        return stats
+
+    assert_stats(current(remember=True), values, "float32")
+    side.change_in_place(tensor)  # counted
+    assert_stats(current(), values + [1, 0, 0, 0, 0, 0], "float32")
+    side.change_unseen(tensor)  # not counted: read anew as an output
+    assert_stats(current(remember=True), values + [2, 0, 0, 0, 0, 0], "float32")
+    adapter.forget()
+    side.change_unseen(tensor)  # not counted: nothing kept after forget()
+    assert_stats(current(), values + [3, 0, 0, 0, 0, 0], "float32")
+
+
 def test_snapshot_is_not_reached_by_inplace_changes(side):
     values = np.ones(3)
     tensor, _ = side.trainable(side.tensor(values, "float32"))
