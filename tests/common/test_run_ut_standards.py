@@ -273,6 +273,38 @@ def test_softmax_backward_cancellation_is_not_an_error():
     assert judge_output("Torch.softmax.0.backward.output.0", "torch.float32", device, bench).status == ERROR
 
 
+def _cancelling_bias_gradient(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A linear layer's output gradient whose columns sum to zero in exact arithmetic (softmax's keys), held
+    in float32 as training holds it → (the gradient, its bias gradient summed in float32 as a device does,
+    the float64 sum of the same float32 values as the bench does)."""
+    exact = rng.standard_normal((64, 16))
+    grad = (exact - exact.mean(axis=0)).astype(np.float32)
+    return grad, grad.sum(axis=0, dtype=np.float32).astype(np.float64), grad.astype(np.float64).sum(axis=0)
+
+
+def test_a_gradient_whose_exact_value_is_zero_is_judged_against_its_inputs_rounding():
+    grad, device, bench = _cancelling_bias_gradient(np.random.default_rng(0))
+    scale = float(np.linalg.norm(grad.astype(np.float64)))
+    name = "Functional.linear.1.backward.output.2"
+    assert judge_output(name, "torch.float32", device, bench).status == ERROR  # cosine of rounding noise
+    verdict = judge_output(name, "torch.float32", device, bench, gradient_scale=scale)
+    assert verdict.status == PASS, verdict.message
+    assert verdict.metrics["cancelled_distance"] == pytest.approx(np.linalg.norm(device - bench))
+    assert verdict.metrics["cancelled_distance"] <= verdict.metrics["cancelled_floor"] == 16 * 2.0**-24 * scale
+    wrong = device + 1e-4 * scale / np.sqrt(device.size)  # a kernel that does not cancel: 1e-4 of the scale
+    verdict = judge_output(name, "torch.float32", wrong, bench, gradient_scale=scale)
+    assert verdict.status == ERROR and "exact gradient is zero" in verdict.message
+
+
+def test_a_small_gradient_that_is_not_zero_keeps_its_standard():
+    grad, device, bench = _cancelling_bias_gradient(np.random.default_rng(1))
+    scale = float(np.linalg.norm(grad.astype(np.float64)))
+    bench = bench + 1e-3 * scale  # far above the rounding of its inputs: judged by the usual standard
+    verdict = judge_output("Functional.linear.1.backward.output.2", "torch.float32", bench * (1 + 1e-2), bench,
+                           gradient_scale=scale)
+    assert verdict.status == ERROR and "cancelled_floor" not in verdict.metrics
+
+
 @pytest.mark.parametrize("scale, status", [(1.0004, PASS), (1.0015, WARNING), (1.003, ERROR)])
 def test_benchmark_absolute_grades(scale, status):
     bench = f64(1.0, 2.0, 3.0, 4.0)

@@ -204,10 +204,10 @@ class Replayer:
             self._save(row_name, args, kwargs, d_flat, b_flat, grads)
         return row
 
-    def _judge(self, name: str, d: Any, b: Any) -> OutputRow:
+    def _judge(self, name: str, d: Any, b: Any, gradient_scale: float | None = None) -> OutputRow:
         dn, bn = self.device.to_numpy(d), self.bench.to_numpy(b)
         d_dtype, b_dtype = self.device.dtype_name(d), self.bench.dtype_name(b)
-        verdict = judge_output(name, d_dtype, dn, bn)
+        verdict = judge_output(name, d_dtype, dn, bn, gradient_scale=gradient_scale)
         return output_row(name, _recorded_name(b_dtype), _recorded_name(d_dtype), dn, bn, verdict)
 
     def _backward(self, row_name: str, api: str, backward: dict, rng: np.random.Generator, args: tuple,
@@ -228,7 +228,8 @@ class Replayer:
             b_grads = _side_run("bench", self.bench.backward, bench_func, args, bench_kwargs, slots, output_grads)
         except _SideFailed as exc:
             return SKIP, [], str(exc), none
-        rows = [self._judge(f"{row_name}.backward.output.{k}", dg, bg)
+        scale = max((float(np.linalg.norm(np.abs(g.values).astype(np.float64))) for g in output_grads), default=None)
+        rows = [self._judge(f"{row_name}.backward.output.{k}", dg, bg, scale)
                 for k, (dg, bg) in enumerate(zip(d_grads, b_grads)) if dg is not None or bg is not None]
         status = api_status([r.verdict for r in rows])
         return status, rows, "" if rows else "no input gradient computed", (d_grads, b_grads)

@@ -138,11 +138,12 @@ class Replayer:
             flags = [bool(v.get("requires_grad")) for v in values]
         return [f and (t.is_floating_point() or t.is_complex()) for f, t in zip(flags, base)]
 
-    def _judge(self, name: str, d: Any, b: Any, computed_in: torch.dtype | None = None) -> OutputRow:
+    def _judge(self, name: str, d: Any, b: Any, computed_in: torch.dtype | None = None,
+               gradient_scale: float | None = None) -> OutputRow:
         dn, bn = _to_numpy(d), _to_numpy(b)
         dtype = str(computed_in) if computed_in is not None and isinstance(d, torch.Tensor) and \
             d.is_floating_point() else _dtype_name(d)
-        verdict = judge_output(name, dtype, dn, bn)
+        verdict = judge_output(name, dtype, dn, bn, gradient_scale=gradient_scale)
         return output_row(name, _dtype_name(b), dtype, dn, bn, verdict)
 
     def _backward(self, row_name: str, backward: dict, rng: np.random.Generator, dev: Side,
@@ -171,12 +172,13 @@ class Replayer:
         d_grads = _grads(d_pairs, dev.leaves)
         b_grads = _grads(b_pairs, ben.leaves)
         dev.grads, ben.grads = d_grads, b_grads
+        scale = max(float(torch.linalg.vector_norm(grad.abs().double())) for _, grad in b_pairs)
         rows = []
         for k, (needed, dg, bg) in enumerate(zip(dev.needs_grad, d_grads, b_grads)):
             if not needed or (dg is None and bg is None):
                 continue
             # under autocast the gradient was computed in the autocast dtype (then cast to the input's)
-            rows.append(self._judge(f"{row_name}.backward.output.{k}", dg, bg, dev.autocast))
+            rows.append(self._judge(f"{row_name}.backward.output.{k}", dg, bg, dev.autocast, scale))
         status = api_status([r.verdict for r in rows])
         return status, rows, "" if rows else "no input gradient computed"
 
