@@ -19,6 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from dump_json import tensor_records  # noqa: E402  (tests/common, on the path through zoo_ms)
 from zoo_ms import FAULTED, ZOO, dump_one_step, in_layer, train  # noqa: E402
 
 from msprobe.core.compare.align import without_wrappers  # noqa: E402
@@ -27,19 +28,6 @@ from msprobe.mindspore import PrecisionDebugger, compare  # noqa: E402
 pytestmark = pytest.mark.slow
 
 BY_NAME = {spec.name: spec for spec in ZOO}
-
-
-def _tensor_records(value):
-    """Every tensor record under a dump.json entry (arguments, outputs, nested tuples)."""
-    if isinstance(value, dict):
-        if "data_name" in value:
-            yield value
-        else:
-            for item in value.values():
-                yield from _tensor_records(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _tensor_records(item)
 
 
 @pytest.fixture(scope="module", params=[spec.name for spec in ZOO])
@@ -51,7 +39,7 @@ def l1_tensor_dump(request, tmp_path_factory):
 def test_l1_statistics_are_those_of_the_saved_tensors_in_float64(l1_tensor_dump):
     rank_dir, data, _ = l1_tensor_dump
     checked = 0
-    for entry, record in ((e, r) for e, value in data.items() for r in _tensor_records(value)):
+    for entry, record in ((e, r) for e, value in data.items() for r in tensor_records(value)):
         array = np.load(rank_dir / "dump_tensor_data" / record["data_name"], allow_pickle=False)
         if array.dtype.kind not in "fiu" or array.size == 0:
             continue

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from dump_json import tensor_records
 from torch import nn
 from torch_models import ConvBN, train
 
@@ -50,21 +51,9 @@ def cnn_batch():
     return model, x, y
 
 
-def tensor_leaves(value):
-    if isinstance(value, dict):
-        if "data_name" in value:
-            yield value
-        else:
-            for item in value.values():
-                yield from tensor_leaves(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from tensor_leaves(item)
-
-
 def check_against_saved(root: Path, entry: dict) -> int:
     checked = 0
-    for leaf in tensor_leaves(entry):
+    for leaf in tensor_records(entry):
         saved = torch.load(root / "step0" / "rank" / "dump_tensor_data" / leaf["data_name"], weights_only=True)
         values = saved.detach().numpy().astype(np.float64)
         assert leaf["dtype"] == str(saved.dtype) and leaf["shape"] == list(saved.shape)
@@ -150,7 +139,7 @@ def test_fp32_and_bf16_l2_dumps_compare_at_aten_level(tmp_path):
         config = write_config(tmp_path / side, "Functional.linear.0.backward")
         one_step(PrecisionDebugger(config_path=config), model, x, y, autocast=autocast)
     bf16 = read(tmp_path / "bf16" / "dump", "dump.json")["data"]
-    assert any(leaf["dtype"] == "torch.bfloat16" for leaf in tensor_leaves(bf16))
+    assert any(leaf["dtype"] == "torch.bfloat16" for leaf in tensor_records(bf16))
     result = compare({"npu_path": str(tmp_path / "bf16/dump/step0/rank/dump.json"),
                       "bench_path": str(tmp_path / "fp32/dump/step0/rank/dump.json")}, tmp_path / "out", workers=1)
     assert result.mode == "tensor"

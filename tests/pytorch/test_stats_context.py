@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from dump_json import tensor_records
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -175,19 +176,6 @@ def test_autocast_stays_on_for_the_user_after_statistics():
         assert (tensor[:4].view(2, 2) @ tensor[4:8].view(2, 2)).dtype == torch.bfloat16
 
 
-def _tensors(value):
-    """Every tensor record of a dump.json entry, in any nesting."""
-    if isinstance(value, dict):
-        if value.get("type") == "torch.Tensor":
-            yield value
-        else:
-            for item in value.values():
-                yield from _tensors(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _tensors(item)
-
-
 @pytest.mark.parametrize("task_context", ["autocast-bf16", "function-mode-scales-matmul"])
 def test_llama_under_the_users_context_dumps_exact_statistics(tmp_path, monkeypatch, task_context):
     """A real model (tiny LLaMA, hidden 64, logits of 65,536 elements) run in the user's context with
@@ -212,7 +200,7 @@ def test_llama_under_the_users_context_dumps_exact_statistics(tmp_path, monkeypa
     tensor_dir = Path(dump["dump_data_dir"])
     checked: dict[str, int] = {}
     for entry in dump["data"].values():
-        for record in _tensors(entry):
+        for record in tensor_records(entry):
             if record["dtype"] not in ("torch.float32", "torch.bfloat16", "torch.float16") or record["Max"] is None:
                 continue
             saved = torch.load(tensor_dir / record["data_name"], weights_only=True)

@@ -10,7 +10,7 @@ framework but which backward pass is running (``current_pass``) and how two grad
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 Emit = Callable[[Any, tuple, tuple], None]
@@ -117,6 +117,17 @@ class GradientCapture:
     def add(previous: Any, grad: Any) -> Any:
         """Two gradients the call gave one input, summed outside the user's graph and modes."""
         raise NotImplementedError
+
+    def hook_consumers(self, consumers: Iterable[tuple[Any, list[tuple[int, int]]]]) -> None:
+        """End of ``arm``: a :class:`ConsumerHook` on each node the call created that consumes its inputs
+        (``(node, [(index among its next edges, input slot)])``, found by the framework's walk of its
+        gradient graph)."""
+        count = 0
+        for node, pairs in consumers:
+            node.register_hook(ConsumerHook(self, tuple(pairs)))
+            count += 1
+        self._consumers = count
+        self.waits_for_inputs = count > 0
 
     def encloses_any(self, captures: list[GradientCapture]) -> bool:
         """One of ``captures`` was made while this call ran (an API inside a module)."""

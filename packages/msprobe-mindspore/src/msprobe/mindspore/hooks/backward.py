@@ -32,7 +32,7 @@ import mindspore
 from mindspore import ops
 from msprobe.core import gradients
 from msprobe.core.events import Call
-from msprobe.core.gradients import ConsumerHook, Emit
+from msprobe.core.gradients import Emit
 from msprobe.core.log import logger
 from msprobe.mindspore.private_api import _pynative_executor
 
@@ -191,11 +191,7 @@ class BackwardCapture(gradients.GradientCapture):
                 node = value._grad_node
                 if node is not None and (node._unique_id(), value._output_index) not in self._slots_of:
                     roots.append(node)
-            consumers = self._find_consumers(roots)
-            for node, pairs in consumers.values():
-                node.register_hook(ConsumerHook(self, tuple(pairs)))
-            self._consumers = len(consumers)
-            self.waits_for_inputs = self._consumers > 0
+            self.hook_consumers(self._find_consumers(roots).values())
         self._inputs = self._slots_of = None
 
     def _find_consumers(self, todo: list) -> dict[int, tuple[Any, list[tuple[int, int]]]]:

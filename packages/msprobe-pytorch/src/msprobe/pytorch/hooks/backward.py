@@ -33,7 +33,7 @@ import torch
 from torch._C._autograd import _get_sequence_nr
 
 from msprobe.core import gradients
-from msprobe.core.gradients import ConsumerHook, Emit
+from msprobe.core.gradients import Emit
 
 _engine = torch.autograd.Variable._execution_engine
 _LEAF = -1  # the output slot of a leaf's edge: a leaf is matched by its accumulator's ``variable``
@@ -88,11 +88,7 @@ class BackwardCapture(gradients.GradientCapture):
                 node = v.grad_fn
                 if node is not None:
                     roots.append(node)
-            consumers = self._find_consumers(roots)
-            for node, pairs in consumers.items():
-                node.register_hook(ConsumerHook(self, tuple(pairs)))
-            self._consumers = len(consumers)
-            self.waits_for_inputs = self._consumers > 0
+            self.hook_consumers(self._find_consumers(roots).items())
         self._inputs = self._slots_of = None
 
     def _find_consumers(self, todo: list) -> dict[Any, list[tuple[int, int]]]:
