@@ -22,10 +22,10 @@ import numpy as np
 
 from msprobe.core.calls import CallReporter, Level
 from msprobe.core.config.frameworks import Capabilities, register_framework
+from msprobe.core.dump.host_stats import array_stats
+from msprobe.core.dump.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.dump.tensor_writer import FrozenTensor
 from msprobe.core.events import Call, CallSink
-from msprobe.core.host_stats import array_stats
-from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
-from msprobe.core.tensor_writer import FrozenTensor
 from msprobe.core.tree import tensors_in
 
 # ---------------------------------------------------------------------------------------------- adapter
@@ -50,7 +50,7 @@ class NumpyTensorAdapter:
         self.fetch_sizes: list[int] = []  # the length of every fetch, in order
 
     def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, np.ndarray)  # numpy scalars are values: msprobe.core.encode writes them
+        return isinstance(value, np.ndarray)  # numpy scalars are values: msprobe.core.dump.encode writes them
 
     def describe(self, tensor: np.ndarray) -> TensorRecord:
         return TensorRecord(type_name=self.type_name, dtype=str(tensor.dtype), shape=tuple(tensor.shape))

@@ -1,4 +1,4 @@
-"""The parts dump and overflow check are built from (msprobe.core.collector), each on its own, and the
+"""The parts dump and overflow check are built from (msprobe.core.dump.collector), each on its own, and the
 dump collector over them, driven through the CallSink contract with numpy arrays as tensors."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from msprobe.core import encode
-from msprobe.core.collector import CallState, DumpCollector, ModuleSpans, Parts, StepOutput, TensorFiles
-from msprobe.core.encode import EntryEncoder
+from msprobe.core.dump import encode
+from msprobe.core.dump.collector import CallState, DumpCollector, ModuleSpans, Parts, StepOutput, TensorFiles
+from msprobe.core.dump.encode import EntryEncoder
+from msprobe.core.dump.host_stats import array_stats
+from msprobe.core.dump.json_files import read_json, step_dir
+from msprobe.core.dump.records import TensorStats
 from msprobe.core.events import Call
-from msprobe.core.host_stats import array_stats
 from msprobe.core.overflow import OverflowCollector
-from msprobe.core.records import TensorStats
 from msprobe.core.select import Selector
-from msprobe.core.writers import read_json, step_dir
 
 sys.path.insert(0, str(Path(__file__).parent))  # the numpy "framework" next to this file (importlib mode)
 from numpy_adapter import NumpyTensorAdapter  # noqa: E402
@@ -279,7 +279,7 @@ def test_a_write_error_at_the_end_of_a_step_leaves_the_step_for_abort(tmp_path, 
     def full_disk(writer):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("msprobe.core.writers.StepWriter.close", full_disk)
+    monkeypatch.setattr("msprobe.core.dump.json_files.StepWriter.close", full_disk)
     with pytest.raises(OSError):
         collector.end_step()
     assert collector.active  # the session's error handler aborts it

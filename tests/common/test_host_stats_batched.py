@@ -1,4 +1,4 @@
-"""Statistics of small host arrays computed with their batch (msprobe.core.host_stats.host_stats and
+"""Statistics of small host arrays computed with their batch (msprobe.core.dump.host_stats.host_stats and
 resolve_copies): the numbers are array_stats's, bit for bit, and close to a float64 reference."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from msprobe.core.host_stats import BATCHED_MAX_ELEMENTS, HostCopy, array_stats, host_stats, resolve_copies
-from msprobe.core.records import TensorStats
+from msprobe.core.dump.host_stats import BATCHED_MAX_ELEMENTS, HostCopy, array_stats, host_stats, resolve_copies
+from msprobe.core.dump.records import TensorStats
 
 FIELDS = ("max", "min", "mean", "norm", "max_except_inf_nan", "min_except_inf_nan")
 

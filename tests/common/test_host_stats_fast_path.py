@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from msprobe.core.host_stats import array_stats
+from msprobe.core.dump.host_stats import array_stats
 
 CASES = {
     "plain float32": np.array([[1.5, -2.0], [3.25, 0.5]], np.float32),

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from msprobe.core.dump.host_stats import array_stats
+from msprobe.core.dump.json_files import read_json, step_dir
 from msprobe.core.events import Call
-from msprobe.core.host_stats import array_stats
 from msprobe.core.overflow import (
     INHERITED,
     ORIGIN,
@@ -23,7 +24,6 @@ from msprobe.core.overflow import (
 )
 from msprobe.core.select import Selector
 from msprobe.core.tree import map_tensors, tensors_in
-from msprobe.core.writers import read_json, step_dir
 
 sys.path.insert(0, str(Path(__file__).parent))  # the numpy "framework" next to this file (importlib mode)
 from numpy_adapter import NumpyTensorAdapter  # noqa: E402

@@ -62,7 +62,7 @@ def test_common_alone_gives_a_working_msprobe_command(tmp_path):
     assert missing.returncode != 0
     assert "pip install msprobe-pytorch" in missing.stderr
     imports = subprocess.run(
-        [str(python), "-c", "import msprobe.core.config, msprobe.core.writers, sys;"
+        [str(python), "-c", "import msprobe.core.config, msprobe.core.dump.json_files, sys;"
          "print('torch' in sys.modules, 'mindspore' in sys.modules)"],
         capture_output=True, text=True, timeout=120,
     )
@@ -73,7 +73,7 @@ CORE = PACKAGES / "msprobe-common" / "src" / "msprobe" / "core"
 # the lifecycle and the configuration: they find a task through the registry and never name one
 LIFECYCLE = ("session.py", "debugger.py", "calls.py", "events.py", "kit.py",
              *sorted(f"config/{path.name}" for path in (CORE / "config").glob("*.py")))
-TASK_MODULES = ("msprobe.core.collector", "msprobe.core.overflow", "msprobe.core.free_benchmark",
+TASK_MODULES = ("msprobe.core.dump.collector", "msprobe.core.overflow", "msprobe.core.free_benchmark",
                 "msprobe.core.grad_probe", "msprobe.core.tasks")
 REGISTRY = "msprobe.core.tasks.registry"
 BUILTIN = "msprobe.core.tasks.builtin"  # registers the built-in tasks: the debugger's to call, not config's

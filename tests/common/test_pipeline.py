@@ -3,7 +3,7 @@
 config.json → :func:`~msprobe.core.config.load_debugger_config` → the task's build (from
 :mod:`msprobe.core.tasks`, with the numpy kit) → :class:`~msprobe.core.session.Session` with the numpy
 interceptor and tensor adapter → calls through :class:`~msprobe.core.calls.CallReporter` as an interceptor
-makes them → :class:`~msprobe.core.writers.StepWriter` → dump.json, stack.json, construct.json and tensor
+makes them → :class:`~msprobe.core.dump.json_files.StepWriter` → dump.json, stack.json, construct.json and tensor
 files on disk → compare of two such dumps. Every number written is checked against float64 numpy.
 """
 
@@ -27,10 +27,10 @@ from msprobe.core.compare.rows import flatten_entry
 from msprobe.core.compare.tensorfile import TensorSpec, load_npy
 from msprobe.core.config import load_debugger_config
 from msprobe.core.debugger import BaseDebugger
+from msprobe.core.dump.json_files import read_json, step_dir
 from msprobe.core.naming import tensor_file_name
 from msprobe.core.session import Session
 from msprobe.core.tasks.registry import task_named
-from msprobe.core.writers import read_json, step_dir
 
 if str(Path(__file__).parent) not in sys.path:  # the numpy "framework" next to this file (importlib mode)
     sys.path.insert(0, str(Path(__file__).parent))
@@ -240,7 +240,7 @@ def test_statistics_at_mix_level_record_every_call_with_exact_statistics(tmp_pat
     for name, value in rows.items():
         check_record(name, value, expected[name])
 
-    # non-tensor arguments: what msprobe.core.encode writes, and the adapter's encode_other for a dtype
+    # non-tensor arguments: what msprobe.core.dump.encode writes, and the adapter's encode_other for a dtype
     assert dump["data"]["Tensor.to.0.forward"]["input_kwargs"] == {"dtype": {"type": "numpy.dtype", "value": "float32"}}
     assert dump["data"]["Torch.sum.0.forward"]["input_kwargs"] == {"axis": {"type": "int", "value": 1}}
     assert set(dump["data"]["Functional.linear.0.forward"]) == {"input_args", "input_kwargs", "output"}

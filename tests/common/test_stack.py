@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import msprobe.core
-from msprobe.core.stack import user_stack
+from msprobe.core.dump.user_stack import user_stack
 
 
 def _load(path: Path, name: str):
@@ -44,8 +44,8 @@ def test_msprobe_frames_are_dropped():
 def test_install_directories_are_found_without_importing_a_framework():
     code = (
         "import json, sys\n"
-        "from msprobe.core import stack\n"
-        "dirs = stack._own_dirs()\n"
+        "from msprobe.core.dump import user_stack\n"
+        "dirs = user_stack._own_dirs()\n"
         "print(json.dumps({'dirs': dirs, 'imported': sorted(m for m in ('torch', 'mindspore', 'msprobe.pytorch',"
         " 'msprobe.mindspore') if m in sys.modules)}))\n"
     )

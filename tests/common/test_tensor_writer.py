@@ -1,4 +1,4 @@
-"""The background writer of tensor files (msprobe.core.tensor_writer): copies taken on the saving
+"""The background writer of tensor files (msprobe.core.dump.tensor_writer): copies taken on the saving
 thread, files in order, the byte budget, write errors handed back, draining and discarding."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from msprobe.core.dump.tensor_writer import QUEUE_MB, TensorWriter
 from msprobe.core.fileio import DumpWriteError
 from msprobe.core.settings import SettingError
-from msprobe.core.tensor_writer import QUEUE_MB, TensorWriter
 
 sys.path.insert(0, str(Path(__file__).parent))
 from numpy_adapter import NumpyTensorAdapter  # noqa: E402
@@ -130,7 +130,7 @@ sys.path.insert(0, sys.argv[2])
 import numpy as np
 from pathlib import Path
 from numpy_adapter import NumpyTensorAdapter
-from msprobe.core.tensor_writer import TensorWriter
+from msprobe.core.dump.tensor_writer import TensorWriter
 
 writing, given_up = threading.Event(), threading.Event()
 

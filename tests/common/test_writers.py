@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from msprobe.core import writers
+from msprobe.core.dump import json_files
+from msprobe.core.dump.json_files import StepWriter, read_json, step_dir, write_json_atomic
 from msprobe.core.fileio import DumpWriteError, UnsafePathError
 from msprobe.core.layout import DumpPathBusy
-from msprobe.core.writers import StepWriter, read_json, step_dir, write_json_atomic
 
 REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs") + "/pytorch"
 
@@ -49,7 +49,7 @@ def write_reference(run: str, dump_path, *, with_tensors: bool) -> tuple[StepWri
 
 
 def writers_files() -> tuple[str, str, str]:
-    return (writers.DUMP_FILE, writers.STACK_FILE, writers.CONSTRUCT_FILE)
+    return (json_files.DUMP_FILE, json_files.STACK_FILE, json_files.CONSTRUCT_FILE)
 
 
 def mode(path) -> int:
@@ -183,9 +183,9 @@ def test_5000_entries_stream_in_chunks_and_keep_execution_order(tmp_path):
 def test_large_entries_are_streamed_by_size(tmp_path):
     writer = new_writer(tmp_path / "d")
     big = ["x" * 1000] * 1000  # about 1 MB of JSON per entry
-    for i in range(writers.CHUNK_BYTES // (1000 * 1000) + 1):
+    for i in range(json_files.CHUNK_BYTES // (1000 * 1000) + 1):
         writer.add(f"Torch.cat.{i}.forward", {"input_args": big})
-    assert (writer.directory / f".dump.json.{os.getpid()}.tmp").stat().st_size >= writers.CHUNK_BYTES
+    assert (writer.directory / f".dump.json.{os.getpid()}.tmp").stat().st_size >= json_files.CHUNK_BYTES
     writer.close()
 
 
@@ -225,7 +225,7 @@ def test_every_step_of_an_earlier_run_is_moved_aside_not_only_the_ones_rewritten
 
 HOLD_STEP_DIR = """
 import sys
-from msprobe.core.writers import StepWriter
+from msprobe.core.dump.json_files import StepWriter
 StepWriter(sys.argv[1], 0, None, task="statistics", level="L1", framework="pytorch", with_tensors=False)
 print("HOLDING", flush=True)
 sys.stdin.read()
@@ -292,7 +292,7 @@ def test_a_disk_error_after_some_files_of_the_step_keeps_those_whole(tmp_path, f
 def test_a_disk_error_while_streaming_is_raised_and_abort_cleans_up(tmp_path, file_size_limit):
     writer = new_writer(tmp_path, 0)
     with file_size_limit(4096), pytest.raises(DumpWriteError):
-        _fill(writer, writers.CHUNK_ENTRIES)  # a full chunk goes to the temporary file at once
+        _fill(writer, json_files.CHUNK_ENTRIES)  # a full chunk goes to the temporary file at once
     writer.abort()
     assert _temporary_files(tmp_path) == [] and list(writer.directory.iterdir()) == []
     with pytest.raises(RuntimeError, match="closed"):

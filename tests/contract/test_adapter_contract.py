@@ -11,8 +11,8 @@ import zlib
 import numpy as np
 import pytest
 
-from msprobe.core.records import NOT_HANDLED
-from msprobe.core.tensor_writer import TensorWriter
+from msprobe.core.dump.records import NOT_HANDLED
+from msprobe.core.dump.tensor_writer import TensorWriter
 
 RNG = np.random.default_rng(7)
 

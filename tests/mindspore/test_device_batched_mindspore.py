@@ -12,7 +12,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import Parameter, ops
 
-from msprobe.core.host_stats import DeviceCopy
+from msprobe.core.dump.device_stats import DeviceCopy
 from msprobe.mindspore.adapter import MindSporeTensorAdapter, StatsHandle, device_stats
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "common"))  # the shared reference (importlib mode)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from msprobe.core.host_stats import DeviceCopy
+from msprobe.core.dump.device_stats import DeviceCopy
 from msprobe.pytorch.adapter import StatsHandle, TorchTensorAdapter, _device_stats, _Exact, _float_stats
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "common"))  # the shared reference (importlib mode)

@@ -116,7 +116,7 @@ def test_a_second_job_on_a_dump_path_gets_a_config_error_naming_the_holder(tmp_p
 
 HOLD_RANK0 = """
 import sys
-from msprobe.core.writers import StepWriter
+from msprobe.core.dump.json_files import StepWriter
 StepWriter(sys.argv[1], 0, 0, task="statistics", level="L1", framework="pytorch", with_tensors=False)
 print("HOLDING", flush=True)
 sys.stdin.read()

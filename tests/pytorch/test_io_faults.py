@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from msprobe.core.config import ConfigError
-from msprobe.core.tensor_writer import TensorWriter
+from msprobe.core.dump.tensor_writer import TensorWriter
 from msprobe.pytorch import PrecisionDebugger
 from msprobe.pytorch.adapter import TorchTensorAdapter
 

@@ -1,6 +1,6 @@
 """Task ``tensor`` on models we did not write: every file dump.json names holds the tensor the call saw.
 
-The files are written by a background thread from copies taken at the call (msprobe.core.tensor_writer),
+The files are written by a background thread from copies taken at the call (msprobe.core.dump.tensor_writer),
 while training goes on and changes tensors in place: AdamW updates every parameter inside the dumped
 window, and the ResNet's ``ReLU(inplace=True)`` overwrites its input. A file written from the live
 tensor instead of the copy would disagree with the statistics recorded at the call.

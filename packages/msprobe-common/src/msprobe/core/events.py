@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
-from msprobe.core.records import TensorRecord, TensorStats
+from msprobe.core.dump.records import TensorRecord, TensorStats
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Call:
     ``call.rerun(*args, **kwargs)``. Free benchmark uses it to run an API on perturbed inputs.
 
     ``state`` holds the sinks' per-call state between ``forward_start`` and the call's end, keyed by
-    their typed :class:`~msprobe.core.collector.CallState` tokens (never by strings), so it lives exactly
+    their typed :class:`~msprobe.core.dump.collector.CallState` tokens (never by strings), so it lives exactly
     as long as the call.
     """
 
@@ -129,7 +129,7 @@ class TensorAdapter(Protocol):
         """A detached copy that later in-place changes cannot reach (for saving inputs of in-place APIs)."""
 
     def freeze(self, tensor: Any, *, reuse: bool = True, remember: bool = False) -> Any:
-        """A :class:`~msprobe.core.tensor_writer.FrozenTensor`: a contiguous host copy for its file;
+        """A :class:`~msprobe.core.dump.tensor_writer.FrozenTensor`: a contiguous host copy for its file;
         with ``reuse``, the same one again for the same unchanged tensor (where the framework can tell
         and the tensor was frozen with ``remember``, as in :meth:`capture`)."""
 

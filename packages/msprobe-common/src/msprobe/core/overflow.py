@@ -17,14 +17,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from msprobe.core.collector import CallState, Parts
+from msprobe.core.dump.collector import CallState, Parts
+from msprobe.core.dump.json_files import write_json_atomic
+from msprobe.core.dump.records import TensorStats
 from msprobe.core.events import Call, TensorAdapter
 from msprobe.core.log import logger
 from msprobe.core.naming import backward_name
-from msprobe.core.records import TensorStats
 from msprobe.core.select import Selector
 from msprobe.core.tree import map_tensors, tensors_in
-from msprobe.core.writers import write_json_atomic
 
 ORIGIN, INHERITED = "origin", "inherited"
 OVERFLOW_FILE = "overflow.json"
@@ -75,7 +75,7 @@ class OverflowCollector:
     """Task ``overflow_check``: keeps an entry only when an output is not finite, with its tensor files,
     its stack and its classification; stops collecting after ``overflow_nums`` hits.
 
-    A keep-policy over the collector :class:`~msprobe.core.collector.Parts`: whether a call is kept is
+    A keep-policy over the collector :class:`~msprobe.core.dump.collector.Parts`: whether a call is kept is
     known only after its outputs are checked, so nothing is encoded before then. Inputs are kept
     unencoded until the call returns (snapshots for in-place APIs, so they are recorded as they were).
     """

@@ -5,7 +5,7 @@ one small float64 tensor per input tensor (max, min, mean, norm, finite max, fin
 stacks all pending handles and copies them to the host in one transfer. A small tensor costs one or two
 ops at the call, a copy (:class:`DeviceCopy`), and is reduced at the fetch with every copy of its dtype
 and size: about ten ops per group instead of ten per tensor. On the CPU the tensor already
-lives in host memory: its statistics are computed by numpy (:func:`msprobe.core.host_stats.host_stats`:
+lives in host memory: its statistics are computed by numpy (:func:`msprobe.core.dump.host_stats.host_stats`:
 small tensors from a copy, with their batch), which costs a small fraction of the ten MindSpore ops of
 the device path, and read in batches (:mod:`msprobe.mindspore.reads`): each host read waits for
 MindSpore's executor. Exactness (SPEC 4.4): integer and float64 tensors are reduced in float64,
@@ -29,16 +29,10 @@ import numpy as np
 
 import mindspore
 from mindspore import ops
-from msprobe.core.host_stats import (
-    EXACT_FLOAT32_BOUNDS,
-    STAT_COUNT,
-    DeviceCopy,
-    StatsAdapterBase,
-    StatsHandle,
-    crc32_hex,
-)
-from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
-from msprobe.core.tensor_writer import FrozenTensor
+from msprobe.core.dump.device_stats import STAT_COUNT, DeviceCopy, StatsAdapterBase, StatsHandle
+from msprobe.core.dump.host_stats import EXACT_FLOAT32_BOUNDS, crc32_hex
+from msprobe.core.dump.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.dump.tensor_writer import FrozenTensor
 from msprobe.mindspore import reads
 
 _FLOAT64_REDUCED = (mindspore.float64, mindspore.int8, mindspore.int16, mindspore.int32, mindspore.int64,
@@ -115,7 +109,7 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         return tensor.copy()
 
     def freeze(self, tensor: mindspore.Tensor, *, reuse: bool = True, remember: bool = False) -> FrozenTensor:
-        """A C-ordered numpy copy for :class:`~msprobe.core.tensor_writer.TensorWriter` (``reuse`` and
+        """A C-ordered numpy copy for :class:`~msprobe.core.dump.tensor_writer.TensorWriter` (``reuse`` and
         ``remember`` have no effect: MindSpore tensors carry no version counter to tell an unchanged
         tensor by, so nothing is kept for reuse)."""
         if tensor.dtype == mindspore.bfloat16:

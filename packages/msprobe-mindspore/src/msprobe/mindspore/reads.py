@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 import mindspore
+from msprobe.core.dump.host_stats import HostCopy, host_stats
+from msprobe.core.dump.records import TensorStats
 from msprobe.core.events import UserComputationError
-from msprobe.core.host_stats import HostCopy, host_stats
-from msprobe.core.records import TensorStats
 
 # Tensors held for a later read keep their memory: past this many bytes the reads are made at once.
 PENDING_MAX_BYTES = 64 << 20
@@ -24,7 +24,7 @@ PENDING_MAX_BYTES = 64 << 20
 
 class PendingRead:
     """The statistics of one tensor, read at the next :func:`settle` (``result``: a :class:`HostCopy` or the
-    statistics themselves, as :func:`~msprobe.core.host_stats.host_stats` gives them)."""
+    statistics themselves, as :func:`~msprobe.core.dump.host_stats.host_stats` gives them)."""
 
     __slots__ = ("tensor", "result")
 

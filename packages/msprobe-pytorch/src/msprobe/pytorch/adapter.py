@@ -34,20 +34,17 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from msprobe.core.host_stats import (
+from msprobe.core.dump.device_stats import STAT_COUNT, DeviceCopy, StatsAdapterBase, StatsHandle
+from msprobe.core.dump.host_stats import (
     EXACT_FLOAT32_BOUNDS,
-    STAT_COUNT,
-    DeviceCopy,
     HostCopy,
-    StatsAdapterBase,
-    StatsHandle,
     crc32_hex,
     exact_in_float32,
     host_stats,
     with_finite_extremes,
 )
-from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
-from msprobe.core.tensor_writer import FrozenTensor
+from msprobe.core.dump.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.dump.tensor_writer import FrozenTensor
 from msprobe.pytorch.dtensor import PLAIN, local_shard
 
 _RECENT_LIMIT = 4096  # tensors whose statistics are remembered for reuse
@@ -264,7 +261,7 @@ class TorchTensorAdapter(StatsAdapterBase):
 
     def freeze(self, tensor: torch.Tensor, *, reuse: bool = True, remember: bool = False) -> FrozenTensor:
         """A contiguous host copy of the tensor's own elements (a view's, not its whole storage), for
-        :class:`~msprobe.core.tensor_writer.TensorWriter`; the same one again for the same unchanged
+        :class:`~msprobe.core.dump.tensor_writer.TensorWriter`; the same one again for the same unchanged
         tensor that a recorded call produced (``remember``), so that its second file is a second name of
         the first."""
         if reuse and not remember:  # an output is read anew (see _remembered)
@@ -420,7 +417,7 @@ _NUMPY_REAL = frozenset((
 
 def _host_stats(tensor: torch.Tensor) -> HostCopy | TensorStats:
     """Statistics of a CPU tensor: small tensors through numpy (shared with MindSpore; the smallest are
-    copied and reduced with their batch, :func:`~msprobe.core.host_stats.host_stats`), large ones now,
+    copied and reduced with their batch, :func:`~msprobe.core.dump.host_stats.host_stats`), large ones now,
     with torch's single-pass aminmax plus a sum and :func:`_norm`."""
     if tensor.dtype in _NUMPY_REAL and tensor.numel() <= _NUMPY_MAX_ELEMENTS and not tensor.is_neg():
         return host_stats(_host_values(tensor))  # the common case, with the fewest torch calls (~0.1 µs each)

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from msprobe.core.collector import CallState, DumpCollector
 from msprobe.core.config import DebuggerConfig
+from msprobe.core.dump.collector import CallState, DumpCollector
 from msprobe.core.events import Call, CallSink
 from msprobe.core.fileio import atomic_write_text, make_dir
 from msprobe.core.log import logger

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.core import jsonfile
+from msprobe.core.dump.json_files import TENSOR_DIR
 from msprobe.core.jsonfile import MiB
-from msprobe.core.writers import TENSOR_DIR
 
 MODES = ("tensor", "summary", "md5")
 

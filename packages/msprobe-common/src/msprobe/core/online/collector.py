@@ -1,7 +1,7 @@
 """The sending side of online run_ut as a dump-shaped collector (task ``tensor``, ``online_run_ut: true``).
 
-It is the dump collector with its file parts replaced: the same :class:`~msprobe.core.collector.ModuleSpans`
-and selector decide which calls are kept, the same :func:`~msprobe.core.encode.encode_value` describes
+It is the dump collector with its file parts replaced: the same :class:`~msprobe.core.dump.collector.ModuleSpans`
+and selector decide which calls are kept, the same :func:`~msprobe.core.dump.encode.encode_value` describes
 their arguments as dump.json would (so the receiver replays the entry exactly as run_ut replays a
 dump), but each tensor's ``data_name`` names a tensor of the record instead of a file, and the record
 goes to the :class:`~msprobe.core.online.sender.Sender` instead of a writer. Nothing lands on disk.
@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from msprobe.core.collector import CallState, ModuleSpans
 from msprobe.core.config import ConfigError, DebuggerConfig, Problem
-from msprobe.core.encode import encode_value
+from msprobe.core.dump.collector import CallState, ModuleSpans
+from msprobe.core.dump.encode import encode_value
 from msprobe.core.events import Call, TensorAdapter
 from msprobe.core.log import logger
 from msprobe.core.naming import backward_name

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from msprobe.core.encode import render
+from msprobe.core.dump.encode import render
 
 MAGIC = b"MSPO"
 VERSION = 1

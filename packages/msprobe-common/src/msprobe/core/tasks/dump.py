@@ -10,12 +10,12 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from msprobe.core.collector import DumpCollector
 from msprobe.core.config.errors import Problem
 from msprobe.core.config.fields import FieldReader, one_of
 from msprobe.core.config.frameworks import names_with, only_on
 from msprobe.core.config.model import DATA_MODES, DebuggerConfig
 from msprobe.core.config.rules import API_FULL_NAME, MODULE_FULL_NAME, RuleContext, online_problems
+from msprobe.core.dump.collector import DumpCollector
 from msprobe.core.kit import FrameworkKit, Runner
 from msprobe.core.online.collector import build_online
 from msprobe.core.select import selector_for

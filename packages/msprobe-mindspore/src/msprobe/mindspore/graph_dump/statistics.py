@@ -2,7 +2,7 @@
 
 MindSpore computes these statistics itself only on GPU and Ascend; on CPU it saves whole tensors, so
 msprobe reads each tensor once and writes the same columns, one row per kernel tensor in execution order.
-Values are exact for the dtype (:func:`msprobe.core.host_stats.array_stats`); bool tensors count as 0/1.
+Values are exact for the dtype (:func:`msprobe.core.dump.host_stats.array_stats`); bool tensors count as 0/1.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from msprobe.core.dump.host_stats import array_stats
 from msprobe.core.fileio import write_csv
-from msprobe.core.host_stats import array_stats
 from msprobe.mindspore.graph_dump.kernel_files import KernelFile
 
 STATISTIC_CSV = "statistic.csv"

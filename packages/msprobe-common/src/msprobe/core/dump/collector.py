@@ -4,12 +4,12 @@ Data flows one way: an interceptor hands a :class:`~msprobe.core.events.Call` to
 :class:`~msprobe.core.events.CallSink`); the :class:`~msprobe.core.select.Selector` decides; the
 collector's keep-policy decides what of it is kept; kept entries are encoded with their statistics
 launched on the device and fetched in batches, and streamed to disk by a
-:class:`~msprobe.core.writers.StepWriter`.
+:class:`~msprobe.core.dump.json_files.StepWriter`.
 
 Dump and overflow check keep different calls but write the same files the same way, so what they share
 is built here as four parts with one job each, used through their public methods only:
 
-- :class:`~msprobe.core.encode.EntryEncoder` — entry encoding with batched statistics;
+- :class:`~msprobe.core.dump.encode.EntryEncoder` — entry encoding with batched statistics;
 - :class:`ModuleSpans` — which module each entry runs in (construct.json) and the selector's spans;
 - :class:`TensorFiles` — the tensor files of kept entries (written by a background thread);
 - :class:`StepOutput` — the writer's life: one per step, closed at its end, aborted after a write error.
@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from msprobe.core.calls import MODULE_LEVELS
-from msprobe.core.encode import EntryEncoder
+from msprobe.core.dump.encode import EntryEncoder
+from msprobe.core.dump.json_files import StepWriter
+from msprobe.core.dump.tensor_writer import TensorWriter
+from msprobe.core.dump.user_stack import user_stack
 from msprobe.core.events import Call, TensorAdapter
 from msprobe.core.naming import backward_name, tensor_file_name
 from msprobe.core.select import Selector
-from msprobe.core.stack import user_stack
-from msprobe.core.tensor_writer import TensorWriter
-from msprobe.core.writers import StepWriter
 
 T = TypeVar("T")
 
@@ -177,7 +177,7 @@ class StepOutput:
 class TensorFiles:
     """The tensor files of kept entries, in the open step's ``dump_tensor_data``, named after the entry
     (:func:`~msprobe.core.naming.tensor_file_name`); dump.json names each in ``data_name``. Written by a
-    :class:`~msprobe.core.tensor_writer.TensorWriter` thread; :meth:`drain` before the step's JSON
+    :class:`~msprobe.core.dump.tensor_writer.TensorWriter` thread; :meth:`drain` before the step's JSON
     files close."""
 
     def __init__(self, adapter: TensorAdapter, output: StepOutput) -> None:

@@ -30,11 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from msprobe.core.dump.device_stats import DeviceCopy
+from msprobe.core.dump.host_stats import HostCopy
+from msprobe.core.dump.json_files import quoted
+from msprobe.core.dump.records import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.events import TensorAdapter
-from msprobe.core.host_stats import DeviceCopy, HostCopy
 from msprobe.core.log import logger
-from msprobe.core.records import NOT_HANDLED, TensorRecord, TensorStats
-from msprobe.core.writers import quoted
 
 Leaf = Callable[[Any, tuple], Any]
 # Writes one tensor of an entry to its file: (tensor, entry name, part, index path) → the file's name.
@@ -85,7 +86,7 @@ def render(encoded: Any) -> str:
 
     The text json would write with each :class:`TensorRecord` as its dump.json dict, built directly: a
     record renders itself, and the statistics of an unchanged tensor seen again are written once
-    (:meth:`~msprobe.core.records.TensorStats.json_members`)."""
+    (:meth:`~msprobe.core.dump.records.TensorStats.json_members`)."""
     if isinstance(encoded, TensorRecord):
         return encoded.json_text()
     if isinstance(encoded, (list, tuple)):

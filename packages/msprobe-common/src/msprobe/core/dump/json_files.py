@@ -158,7 +158,7 @@ class StepWriter:
         self.add_rendered(name, json.dumps(entry))
 
     def add_rendered(self, name: str, text: str) -> None:
-        """An entry already rendered to its one line of JSON (:func:`msprobe.core.encode.render`)."""
+        """An entry already rendered to its one line of JSON (:func:`msprobe.core.dump.encode.render`)."""
         self._check_open()
         if name in self._names:
             logger.warning(f"entry {name} was already written in this step; keeping the first one")
