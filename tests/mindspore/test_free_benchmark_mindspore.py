@@ -1,5 +1,5 @@
-"""task free_benchmark on MindSpore PyNative (SPEC 7): fp16 exp overflow flagged (forward and backward
-stage), relu quiet, the backward stage leaves training bit-identical, every
+"""task free_benchmark on MindSpore PyNative (docs/free_benchmark.md#mindspore-pynative): fp16 exp overflow
+flagged (forward and backward stage), relu quiet, the backward stage leaves training bit-identical, every
 MindSpore pert_mode runs, fix gives the fp32 result cast back, check leaves the output unchanged."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""task overflow_check on MindSpore PyNative (SPEC 6): origin named and saved, inherited labelled,
-overflow_nums honoured."""
+"""task overflow_check on MindSpore PyNative (docs/overflow_check.md#mindspore-pynative): origin named and saved,
+inherited labelled, overflow_nums honoured."""
 
 from __future__ import annotations
 

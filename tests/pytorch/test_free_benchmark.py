@@ -1,5 +1,5 @@
-"""task free_benchmark on PyTorch (SPEC 7): unstable APIs are flagged, stable ones are not, every
-pert_mode runs, fix replaces the output as documented, and check mode leaves the run's numbers alone."""
+"""task free_benchmark on PyTorch (docs/free_benchmark.md#pytorch): unstable APIs are flagged, stable ones are not,
+every pert_mode runs, fix replaces the output as documented, and check mode leaves the run's numbers alone."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from hook_sink import RecordingSink
 from msprobe.pytorch.hooks import Interceptor
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference-outputs" / "pytorch"
-# What SPEC fixes in 1.1.1: view_as from its hook machinery and ones_like from backward() are not
-# user calls.
+# What docs/interop.md#differences-that-stay-readable-by-111 fixes in 1.1.1: view_as from its hook machinery and
+# ones_like from backward() are not user calls.
 QUIRKS = ("Tensor.view_as.", "Torch.ones_like.")
 
 

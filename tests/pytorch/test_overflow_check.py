@@ -1,5 +1,5 @@
-"""task overflow_check on PyTorch (SPEC 6): only overflowing entries are written, the first origin is
-named and saved, inherited overflows are labelled, overflow_nums is honoured."""
+"""task overflow_check on PyTorch (docs/overflow_check.md#pytorch): only overflowing entries are written, the first
+origin is named and saved, inherited overflows are labelled, overflow_nums is honoured."""
 
 from __future__ import annotations
 

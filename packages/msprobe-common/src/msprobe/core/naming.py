@@ -1,4 +1,5 @@
-"""The one grammar of entry names (SPEC 4.1), shared by both frameworks, the selector and compare.
+"""The one grammar of entry names (docs/dump_format.md#entry-names), shared by both frameworks, the selector
+and compare.
 
 Two shapes exist, and everything downstream (filters, compare's alignment, the file names of saved
 tensors) depends on them being built and read the same way everywhere:
@@ -169,7 +170,7 @@ class CallCounter:
 
 
 def tensor_file_name(entry: str, part: str, index: Sequence[int | str], suffix: str) -> str:
-    """The file name of a saved tensor: ``{entry}.{part}.{i.j...}{suffix}`` (SPEC 4.4).
+    """The file name of a saved tensor: ``{entry}.{part}.{i.j...}{suffix}`` (docs/dump_format.md#tensor-files).
 
     The result is always a single safe path component: separators, NUL and control characters become
     ``_`` and ``..`` cannot appear. A name over 255 bytes keeps its start and ``suffix`` and gets a hash

@@ -1,4 +1,5 @@
-"""Precision standards of the API pre-check (SPEC 9; tables in ``standards.json``, docs/run_ut.md).
+"""Precision standards of the API pre-check (docs/run_ut.md#the-standards-and-their-numbers; tables in
+``standards.json``).
 
 One output of one replayed API is judged by :func:`judge_output` with the standard its API is assigned
 in the data file, using that standard's numbers for the dtype the device ran in; an API's status is

@@ -1,4 +1,4 @@
-"""Task ``free_benchmark`` (SPEC 7): re-run APIs on perturbed inputs to find unstable ones without a
+"""Task ``free_benchmark`` (docs/free_benchmark.md): re-run APIs on perturbed inputs to find unstable ones without a
 second device. The work itself lives in :mod:`msprobe.core.free_benchmark`; this module is the task's
 configuration and build."""
 

@@ -1,4 +1,5 @@
-"""Task ``overflow_check`` (SPEC 6): keep only calls whose outputs are not finite, and name the origin."""
+"""Task ``overflow_check`` (docs/overflow_check.md): keep only calls whose outputs are not finite, and name
+the origin."""
 
 from __future__ import annotations
 

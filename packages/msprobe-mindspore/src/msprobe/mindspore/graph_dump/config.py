@@ -1,4 +1,5 @@
-"""MindSpore's dump configuration, derived from msprobe's ``config.json`` (SPEC 4.7).
+"""MindSpore's dump configuration, derived from msprobe's ``config.json``
+(docs/mindspore/dump.md#static-graph-level-l2-graph_mode-jit).
 
 MindSpore reads the file named by ``MINDSPORE_DUMP_CONFIG`` once per process, when it compiles its first
 graph: later changes of the variable or of the file are ignored. So the configuration is written, and the

@@ -31,8 +31,8 @@ _Running = tuple["Started | None", "BackwardCapture | None"]
 
 
 class CellHooks:
-    """Hooks on every sub-cell of ``model`` (the root is not named, SPEC 4.1); backward entries go to
-    ``order`` when ``wants_backward()`` says a gradient graph is being built."""
+    """Hooks on every sub-cell of ``model`` (the root is not named, docs/dump_format.md#entry-names);
+    backward entries go to ``order`` when ``wants_backward()`` says a gradient graph is being built."""
 
     def __init__(self, model: nn.Cell, start: CellStart, end: CellEnd, order: EmitOrder,
                  wants_backward: Callable[[], bool]) -> None:

@@ -1,9 +1,9 @@
 """PyTorch's :class:`~msprobe.core.free_benchmark.BenchmarkOps`: the torch operations under the
 framework-free :class:`~msprobe.core.free_benchmark.FrameworkBenchmarkOps`.
 
-A re-run must not change the user's run (SPEC 4, 7): in ``check`` mode it runs under ``no_grad``, so
-nothing joins the user's graph, and under the random state the original call started from (CPU and
-CUDA generators), which the core puts back afterwards.
+A re-run must not change the user's run (docs/free_benchmark.md#handler_type): in ``check`` mode it runs
+under ``no_grad``, so nothing joins the user's graph, and under the random state the original call started
+from (CPU and CUDA generators), which the core puts back afterwards.
 """
 
 from __future__ import annotations
