@@ -1,4 +1,4 @@
-"""Tensor metrics against a direct float64 numpy computation, and the edge cases SPEC 5 names."""
+"""Tensor metrics against a direct float64 numpy computation, and the edge cases docs/compare.md#metrics names."""
 
 from __future__ import annotations
 

@@ -118,7 +118,7 @@ def _no_dropout(model_cls):
 
 @pytest.mark.parametrize("api", ["Functional.conv2d.0.backward", "Functional.linear.0.forward"])
 def test_training_is_bit_identical_with_l2(tmp_path, api):
-    reference = train(_no_dropout(ConvBN), steps=2)  # dumping sets dropout to 0 (SPEC 4)
+    reference = train(_no_dropout(ConvBN), steps=2)  # dumping sets dropout to 0 (docs/pytorch/dump.md#dropout)
     debugger = PrecisionDebugger(config_path=write_config(tmp_path, api))
     observed = train(ConvBN, debugger, steps=2)
     for expected, actual in zip(reference, observed):

@@ -1,4 +1,4 @@
-"""Statistics are exact whatever numerics context the user's code runs in (SPEC 4.4).
+"""Statistics are exact whatever numerics context the user's code runs in (docs/pytorch/dump.md#statistics-precision).
 
 Each context below changes what some torch operation computes: autocast runs matmul/dot in bf16 or fp16,
 ``set_float32_matmul_precision('medium')`` and TF32 allow reduced-precision matmul, and a user's

@@ -60,7 +60,7 @@ class FrameworkKit(Protocol):
 
     def prepare_for_comparison(self, model: Any) -> None:
         """What the dump tasks change in the user's model so two devices compute the same function
-        (PyTorch: dropout p = 0, SPEC 4); undone by :meth:`restore`."""
+        (PyTorch: dropout p = 0, docs/pytorch/dump.md#dropout); undone by :meth:`restore`."""
 
     def restore(self) -> None:
         """Undo :meth:`prepare_for_comparison`; called once when the run finishes."""

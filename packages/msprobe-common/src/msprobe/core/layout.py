@@ -1,4 +1,5 @@
-"""The step directories of a dump (SPEC 4.3) and the rules that two runs never mix (SPEC 4.6).
+"""The step directories of a dump (docs/pytorch/dump.md#output-layout) and the rules that two runs never mix
+(docs/pytorch/dump.md#durability-the-training-run-always-goes-on).
 
 A *run* is one debugger in one process, from its construction until it finishes (or, without a
 debugger, the process). Each rank of a distributed job is a process of its own and writes only its own

@@ -1,4 +1,4 @@
-"""The one selector of what a step collects (SPEC 4.2): step, rank, scope, list and data_mode.
+"""The one selector of what a step collects (docs/pytorch/dump.md#filters): step, rank, scope, list and data_mode.
 
 Both frameworks and every task ask the same object, so a filter means the same thing everywhere.
 The interceptor calls :meth:`Selector.begin` for every entry as it starts and :meth:`Selector.end`

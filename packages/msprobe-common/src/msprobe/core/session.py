@@ -1,4 +1,4 @@
-"""The debugger lifecycle both frameworks share: start, stop, step, finish (SPEC 4).
+"""The debugger lifecycle both frameworks share: start, stop, step, finish (docs/pytorch/dump.md#api).
 
 A framework's ``PrecisionDebugger`` is a thin shell that builds a :class:`Session` with its
 interceptor, tensor adapter and rank lookup; the rules of when to collect, when to write and when to

@@ -1,4 +1,4 @@
-"""``PrecisionDebugger`` for MindSpore (SPEC 4): the shared debugger with MindSpore's kit (``kit.py``)
+"""``PrecisionDebugger`` for MindSpore (docs/mindspore/dump.md): the shared debugger with MindSpore's kit (``kit.py``)
 — PyNative hooks, or MindSpore's own kernel dump in static graph (level L2)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """MindSpore's :class:`~msprobe.core.kit.FrameworkKit`: the parts of msprobe.mindspore the tasks build from.
 
-SPEC 4's dropout rule is applied on PyTorch only so far: MindSpore's dropout keeps the probability
-the user set (``prepare_for_comparison`` does nothing).
+The dropout rule is applied on PyTorch only so far (docs/mindspore/dump.md#pynative-levels-l0-l1-and-mix):
+MindSpore's dropout keeps the probability the user set (``prepare_for_comparison`` does nothing).
 """
 
 from __future__ import annotations

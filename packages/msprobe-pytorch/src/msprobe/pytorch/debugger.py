@@ -1,4 +1,4 @@
-"""``PrecisionDebugger`` for PyTorch (SPEC 4): the shared debugger with torch's kit (``kit.py``), plus
+"""``PrecisionDebugger`` for PyTorch (docs/pytorch/dump.md#api): the shared debugger with torch's kit (``kit.py``), plus
 what only PyTorch users call or configure (``monitor(model)``, the deprecated ``enable_dataloader``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dropout rule of SPEC 4: while dumping, dropout layers of the model use p = 0.
+"""The dropout rule (docs/pytorch/dump.md#dropout): while dumping, dropout layers of the model use p = 0.
 
 Two devices only compare when they compute the same function, and dropout masks come from device
 random streams that differ between an NPU and a GPU. So while the tasks ``statistics`` and

@@ -38,7 +38,7 @@ class TorchKit(PartsKit):
         return kernel_dump(config, self, on_finish)
 
     def prepare_for_comparison(self, model: Any) -> None:
-        """While dumping, dropout layers use p = 0 (SPEC 4's dropout rule, ``dropout.py``). Called at every
+        """While dumping, dropout layers use p = 0 (docs/pytorch/dump.md#dropout, ``dropout.py``). Called at every
         ``start()``: only a call that changed something is kept until :meth:`restore`, or a long run
         would keep one handle per step."""
         changed = zero_dropout(model)

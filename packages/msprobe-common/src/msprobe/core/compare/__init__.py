@@ -1,4 +1,4 @@
-"""Compare two dumps (SPEC 5): ``compare_dumps`` for one rank, ``compare_steps`` for a step directory."""
+"""Compare two dumps (docs/compare.md): ``compare_dumps`` for one rank, ``compare_steps`` for a step directory."""
 
 from msprobe.core.compare.engine import CompareOptions, compare_dumps
 from msprobe.core.compare.reader import CompareError

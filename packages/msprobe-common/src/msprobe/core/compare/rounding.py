@@ -1,48 +1,10 @@
-"""Is a difference more than rounding explains? The rule behind the first divergence.
+"""Is a difference more than rounding explains? The rule behind the first divergence, in one place.
 
-The verdict columns keep msprobe 1.1.1's fixed thresholds (cosine 0.99, error 0.001...), which
-cannot tell bf16 rounding from a fault: they flag near-zero statistics that rounding moved by 1e-10
-and pass a 5% weight error. The first divergence is chosen by this rule instead:
-
-- **unit** ``u``: the unit roundoff of the coarsest floating dtype in either dump (fp64 2^-53,
-  fp32 2^-24, fp16 2^-11, bf16 2^-8, fp8 e4m3 2^-4, e5m2 2^-3). The whole run's, not the row's:
-  under bf16 autocast, fp32 rows (parameter gradients, ops autocast keeps in fp32, integer results
-  of bf16 values) are computed from bf16 values and carry bf16's error.
-- **scale** ``S`` of a row: its own L2 norm (the larger of the two sides'). For a backward entry,
-  at least the largest L2 norm among the entry's input tensors (the incoming gradients): gradient
-  reductions cancel — a conv bias ahead of BatchNorm has a gradient near zero whatever the
-  gradients it sums — and their rounding error is relative to what they summed. Forward rows get no
-  such floor, because forward layers often shrink their input (at Hugging Face's init an MLP
-  projection's output has a sixth of its input's norm) and an input floor would hide their faults.
-- a **tensor** row diverges when ‖npu − bench‖ > slack · u · S.
-- a **statistics** row diverges when a statistic moves more than slack · u times its scale: S for
-  Norm; the RMS S/√numel for Mean (a near-zero mean is judged against the tensor's RMS, not
-  itself); the tensor's largest magnitude max(|Max|, |Min|) (at least the RMS) for Max and Min,
-  since every element's rounding is relative to the values that produced it, and the extreme
-  element itself may change.
-- **slack** (:data:`FORWARD_SLACK`, :data:`BACKWARD_SLACK`): how many units of accumulated rounding
-  a row may carry, measured on real models (docs/compare.md): forward rows of bf16 autocast runs
-  against fp32 stayed within 3.6 units, gradients within 70 (they carry every activation's error,
-  and BatchNorm's backward and sums over the batch cancel), while scaling one weight by 1.05 moves
-  its layer's output by 12 to 13 units. Forward 8, backward 128: twice the worst seen.
-- **carried rounding**: an output may also differ by what its inputs already carry. Each input row
-  of the entry that passes (excess at most 1) has a measured relative deviation ρ = its excess × slack
-  · u (its difference over its own scale); the output's allowance for a measure (the tensor's norm, or
-  one statistic) grows by ρ · max(S_in, S_out), S_in and S_out the input's and the output's scale for
-  that measure: an op that grows its input passes on the relative deviation, one that shrinks it (a
-  hardswish cutting a BatchNorm output's negative half, a pooling) passes on the absolute deviation,
-  which is a larger fraction of its smaller output (issue 27: mobilenet_v3's hardswish after a
-  BatchNorm over 8 values per channel). ρ is measured (the input's largest difference over its scale),
-  not allowed, so a carry grows only as far as real deviations do. The largest carry over the inputs
-  counts. An input beyond
-  rounding carries nothing: it is a divergence of its own, and carrying it would hide a faulted weight.
-- an input that an earlier entry output (same dtype and statistics on both sides) is that output and
-  has its excess; an input no recorded call produced (a parameter, a buffer, the batch) is judged by
-  itself and marked ``entering``: the first divergence says when the divergence enters through one.
-- inf/nan at different positions (or a statistic finite on one side only) always diverge; rows
-  that could not be compared (unreadable, one-sided, different shapes) never do.
-
-``excess`` = difference / allowance: above 1 the row diverges; the HTML report shows it.
+The verdict columns keep msprobe 1.1.1's fixed thresholds, which cannot tell bf16 rounding from a fault;
+the first divergence uses this rule instead: a row's allowance is slack · u · S (the run's unit roundoff,
+the row's own scale) plus what its inputs carry, and ``excess`` = difference / allowance diverges above 1.
+The rule and the calibration of :data:`FORWARD_SLACK` and :data:`BACKWARD_SLACK` are stated in
+docs/compare.md#first-divergence-beyond-rounding.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Turn numbers into the verdict columns and the row highlights (SPEC 5).
+"""Turn numbers into the verdict columns and the row highlights (docs/compare.md#verdicts).
 
 Verdicts: tensor mode ``Accuracy Reached or Not`` is Yes / No / None / Unmatched; summary mode
 ``Result`` is Warning or empty; md5 mode ``Result`` is pass / Different; a row that exists on one
@@ -107,7 +107,7 @@ def judge_values(result: RowResult, equal: str, different: str) -> bool:
 
 
 def judge_tensor(result: RowResult, metrics: TensorMetrics) -> None:
-    """Accuracy Reached or Not from the tensor metrics (SPEC 5 thresholds)."""
+    """Accuracy Reached or Not from the tensor metrics (docs/compare.md#verdicts)."""
     result.tensor = metrics
     result.messages.extend(metrics.messages)
     cos, err = metrics.cosine, metrics.max_abs_err

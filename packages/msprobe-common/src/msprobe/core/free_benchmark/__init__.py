@@ -1,4 +1,4 @@
-"""Free benchmark (SPEC 7): find unstable APIs without a second device by re-running them on
+"""Free benchmark (docs/free_benchmark.md): find unstable APIs without a second device by re-running them on
 perturbed inputs. The framework-free half: thresholds and comparison (:mod:`.compare`), preheat
 calibration (:mod:`.preheat`), the collector that checks or fixes calls (:mod:`.collector`), and what a
 framework supplies, with the part of it that is the same for every framework (:mod:`.ops`)."""

@@ -1,4 +1,4 @@
-"""The free benchmark collector: re-run each selected API on perturbed inputs and judge it (SPEC 7).
+"""The free benchmark collector: re-run each selected API on perturbed inputs and judge it (docs/free_benchmark.md).
 
 Framework-free: what a perturbation is, how an API re-runs without touching the user's autograd graph
 or random streams, and how a gradient is recomputed are the framework's :class:`BenchmarkOps`; which

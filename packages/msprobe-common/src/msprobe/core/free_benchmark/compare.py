@@ -1,4 +1,4 @@
-"""How far a perturbed run's output is from the original, and how far is too far (SPEC 7).
+"""How far a perturbed run's output is from the original, and how far is too far (docs/free_benchmark.md#comparison).
 
 ``max_rel`` is the largest relative difference over the elements, measured in float64 against the
 perturbed output (the more precise one under ``improve_precision``/``to_cpu``). Elements much smaller

@@ -1,4 +1,4 @@
-"""API pre-check (SPEC 9), the framework-free half: precision standards and verdicts (docs/run_ut.md)."""
+"""API pre-check, the framework-free half: precision standards and verdicts (docs/run_ut.md)."""
 
 from msprobe.core.run_ut.standards import (
     ERROR,

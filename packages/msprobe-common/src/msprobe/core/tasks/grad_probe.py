@@ -1,4 +1,4 @@
-"""Task ``grad_probe`` (SPEC 8): per-parameter gradient summaries after every optimizer step.
+"""Task ``grad_probe`` (docs/grad_probe.md): per-parameter gradient summaries after every optimizer step.
 
 The framework's gradient monitor does the work; the debugger drives it through :class:`GradProbeRun`,
 whose ``start``/``stop`` have nothing to do (the monitor hooks the optimizer, not the step).

@@ -1,4 +1,4 @@
-"""Task ``run_ut`` (SPEC 9): its section configures the ``msprobe -f pytorch|mindspore run_ut`` commands
+"""Task ``run_ut`` (docs/run_ut.md): its section configures the ``msprobe -f pytorch|mindspore run_ut`` commands
 (online mode: PyTorch only); the debugger does not run it (no build)."""
 
 from __future__ import annotations

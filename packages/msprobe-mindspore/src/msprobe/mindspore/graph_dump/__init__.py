@@ -1,4 +1,5 @@
-"""MindSpore static graph (GRAPH_MODE, ``jit``) at level L2 through MindSpore's own kernel dump (SPEC 4.7).
+"""MindSpore static graph (GRAPH_MODE, ``jit``) at level L2 through MindSpore's own kernel dump
+(docs/mindspore/dump.md#static-graph-level-l2-graph_mode-jit).
 
 msprobe writes MindSpore's dump configuration and points ``MINDSPORE_DUMP_CONFIG`` at it before the graph
 compiles (:mod:`.config`); MindSpore writes one file per kernel tensor; after each step msprobe moves those

@@ -1,4 +1,4 @@
-"""Which MindSpore APIs msprobe intercepts, and under which prefix (SPEC 4.1).
+"""Which MindSpore APIs msprobe intercepts, and under which prefix (docs/dump_format.md#entry-names).
 
 msprobe 1.1.1 shipped a hand-kept list of API names. We derive the list from the installed MindSpore
 instead, so that a new MindSpore version is covered without editing a list, with a short deny list for
@@ -76,7 +76,7 @@ class ApiTarget:
 
 
 def _is_inplace(prefix: str, name: str) -> bool:
-    """In-place APIs get their inputs recorded before the call (SPEC 4.4); collectives write into
+    """In-place APIs get their inputs recorded before the call (docs/dump_format.md#values); collectives write into
     their tensors too."""
     if prefix == "Distributed":
         return True

@@ -8,7 +8,7 @@
 Everything is installed by :meth:`Interceptor.enable`, each part returning a
 :class:`~msprobe.core.handles.Handle`, and removed through them by :meth:`Interceptor.disable`, so a
 disabled interceptor costs nothing. The reporter is paused while a recorded call runs and while the
-sink works: calls made then are neither recorded nor counted (outermost calls only, SPEC 4.1).
+sink works: calls made then are neither recorded nor counted (outermost calls only, docs/dump_format.md#counting).
 """
 
 from __future__ import annotations

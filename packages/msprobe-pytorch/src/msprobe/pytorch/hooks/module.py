@@ -60,7 +60,7 @@ class ModuleHooks:
     def _named_modules(self) -> list[tuple[str, torch.nn.Module]]:
         if self._as_name is not None:
             return [(self._as_name, self._model)]
-        # the root model is not named (SPEC 4.1)
+        # the root model is not named (docs/dump_format.md#entry-names)
         return [(path, module) for path, module in self._model.named_modules() if path]
 
     def install(self) -> HandleGroup:

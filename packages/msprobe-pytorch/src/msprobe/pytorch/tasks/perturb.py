@@ -1,4 +1,4 @@
-"""The PyTorch perturbations of free benchmark (SPEC 7), one function per ``pert_mode``.
+"""The PyTorch perturbations of free benchmark (docs/free_benchmark.md), one function per ``pert_mode``.
 
 Each returns a new tensor and leaves its input untouched; all are differentiable (the gradient of a
 perturbation is the identity or a cast), so ``fix`` keeps the autograd graph and the backward stage can
