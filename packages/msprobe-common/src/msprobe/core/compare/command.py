@@ -3,7 +3,8 @@
 Exit codes: 0 every row was compared (whether or not the runs diverge: finding a divergence is a
 successful comparison); 1 the reports were written but some rows could not be compared (tensor files
 missing, unreadable or not matching dump.json); 2 bad input, nothing compared (a missing or invalid
-compare.json, dump.json or stack.json, dumps of different tasks, a bad ``-j``).
+compare.json, dump.json or stack.json, dumps of different tasks, a bad ``-j``, a Ray cluster that cannot be
+reached with ``--engine ray``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from msprobe.core.compare.escape import printable
 from msprobe.core.compare.mapfiles import read_user_maps
 from msprobe.core.compare.reader import INPUT_MAX_BYTES, CompareError, load_json_file, read_mapping
 from msprobe.core.compare.shards import Layout
+from msprobe.core.engine import EngineError, add_engine_flags, choice_from_args, open_engine
 from msprobe.core.log import logger
 
 
@@ -39,6 +41,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     add_layout_flags(parser)
     parser.add_argument("-j", "--workers", type=_workers, metavar="N",
                         help="worker processes for tensor metrics, 1 to the number of CPUs (default: CPUs, at most 8)")
+    add_engine_flags(parser)
 
 
 def _workers(text: str) -> int:
@@ -104,9 +107,11 @@ def compare_command(loader_factory: Callable[[], TensorLoader],
             attribute = getattr(args, "attribute", 0)
             options = CompareOptions(args.stack_mode, args.fuzzy_match, mapping, args.workers, not args.compare_only,
                                      attribute=attribute, replay=replay_factory() if attribute else None,
-                                     maps=read_user_maps(args.api_mapping, args.cell_mapping, args.layer_mapping))
-            result = run_compare(loader_factory(), paths, args.output_path, options, layout)
-        except CompareError as exc:
+                                     maps=read_user_maps(args.api_mapping, args.cell_mapping, args.layer_mapping),
+                                     engine=choice_from_args(args))
+            with open_engine(options.engine):  # one Ray for the whole run, reached before anything is read
+                result = run_compare(loader_factory(), paths, args.output_path, options, layout)
+        except (CompareError, EngineError) as exc:
             logger.error("compare: %s", printable(exc))
             return 2
         return 1 if result.not_compared else 0

@@ -1,4 +1,6 @@
-"""Multi-rank comparison: two step directories, ranks paired by number, compared in parallel.
+"""Multi-rank comparison: two step directories, ranks paired by number, compared in parallel (one unit
+per rank pair on the chosen engine, :mod:`msprobe.core.engine`; a unit rewrites the same reports when
+an engine re-runs it).
 
 Each rank pair gets its own reports (``compare_result_rank{R}_{timestamp}``); a summary CSV then
 says, per rank, where it first diverged, and names the rank whose divergence comes earliest in
@@ -11,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from msprobe.core.compare.escape import csv_row, printable
 from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_stack
 from msprobe.core.compare.result import CompareResult
 from msprobe.core.compare.shards import Layout, read_merged
+from msprobe.core.engine import open_engine
 from msprobe.core.fileio import make_dir, write_csv
 from msprobe.core.log import logger
 
@@ -88,11 +90,8 @@ def compare_steps(
     workers = check_workers(options.workers) or default_workers()
     per_rank = replace(options, workers=1 if len(common) > 1 else workers, progress=len(common) == 1)
     jobs = [(r, npu_ranks[r], bench_ranks[r], out, loader, per_rank, f"compare_result_rank{r}_{stamp}") for r in common]
-    if len(jobs) > 1 and workers > 1:
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-            results = dict(pool.map(_compare_rank, jobs))
-    else:
-        results = dict(map(_compare_rank, jobs))
+    with open_engine(options.engine) as engine:
+        results = dict(engine.map(_compare_rank, jobs, min(workers, len(jobs)), chunksize=1, serial_below=2))
     first = _first_rank(results)
     summary = out / f"compare_summary_{stamp}.csv"
     write_csv(summary, SUMMARY_HEADER, [csv_row(_summary_row(rank, results[rank])) for rank in common])

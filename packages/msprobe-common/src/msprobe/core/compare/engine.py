@@ -2,10 +2,11 @@
 
 Tensor metrics are the only expensive part: each pair of tensor files is loaded, compared and
 dropped inside a worker process, so memory holds a few tensors per worker whatever the dump size.
-The loader (``.pt`` for PyTorch, ``.npy`` for MindSpore) comes from the framework package, keeping
-this module framework-free; it must be a module-level function so workers can receive it. It gets
-what dump.json records about the tensor (:class:`~.tensorfile.TensorSpec`) and must refuse a file
-that does not match it before reading its data (see :mod:`.tensorfile`).
+Tensor pairs go to the chosen engine (:mod:`msprobe.core.engine`: local processes or Ray tasks) as
+paths; only their metrics come back. The loader (``.pt`` for PyTorch, ``.npy`` for MindSpore) comes from
+the framework package, keeping this module framework-free; it must be a module-level function so workers
+can receive it. It gets what dump.json records about the tensor (:class:`~.tensorfile.TensorSpec`) and
+must refuse a file that does not match it before reading its data (see :mod:`.tensorfile`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +45,7 @@ from msprobe.core.compare.verdict import (
     judge_unmatched,
     judge_values,
 )
+from msprobe.core.engine import EngineChoice, open_engine
 from msprobe.core.fileio import make_dir
 from msprobe.core.log import logger
 
@@ -54,8 +55,8 @@ _IN_PROCESS_BELOW = 32  # tensor pairs; starting workers costs more than compari
 
 @dataclass
 class CompareOptions:
-    """What the command-line flags choose: ``-s``, ``-f``, ``-dm``, ``-c``, ``--attribute``, and how many
-    workers; plus the framework's replay that ``--attribute`` runs."""
+    """What the command-line flags choose: ``-s``, ``-f``, ``-dm``, ``-c``, ``--attribute``, how many
+    workers and where (``--engine``); plus the framework's replay that ``--attribute`` runs."""
 
     with_stack: bool = False
     fuzzy: bool = False
@@ -66,6 +67,7 @@ class CompareOptions:
     attribute: int = 0  # --attribute N: replay the first N diverging APIs (compare.attribution); 0: off
     replay: Replay | None = None  # the framework's replay for --attribute (None: it has none)
     maps: UserMaps | None = None  # -am / -cm / -lm (compare.mapfiles); a cross-framework pair needs none
+    engine: EngineChoice = EngineChoice()  # --engine / --ray-address: where rank pairs and tensor pairs run
 
 
 def check_modes(npu: DumpFile, bench: DumpFile) -> str:
@@ -127,25 +129,19 @@ def _tensor_job(job: tuple[TensorLoader, Source, Source]) -> TensorMetrics | str
     return compare_tensors(arrays[0], arrays[1])
 
 
-def _run_jobs(jobs: list, workers: int, show_progress: bool) -> Iterator[TensorMetrics | str]:
-    if workers <= 1 or len(jobs) < _IN_PROCESS_BELOW:
-        outcomes = map(_tensor_job, jobs)
-        pool = None
-    else:
-        pool = ProcessPoolExecutor(max_workers=workers)
-        outcomes = pool.map(_tensor_job, jobs, chunksize=max(1, min(64, len(jobs) // (workers * 8))))
-    # after pool.map has forked the workers: a bar on a terminal runs a tqdm monitor thread
-    progress = Progress(len(jobs), "Compare tensors") if show_progress and jobs else None
-    try:
-        for outcome in outcomes:
+def _run_jobs(jobs: list, workers: int, options: CompareOptions) -> Iterator[TensorMetrics | str]:
+    with open_engine(options.engine) as engine:
+        outcomes = engine.map(_tensor_job, jobs, workers, serial_below=_IN_PROCESS_BELOW)
+        # after the engine has started the workers: a bar on a terminal runs a tqdm monitor thread
+        progress = Progress(len(jobs), "Compare tensors") if options.progress and jobs else None
+        try:
+            for outcome in outcomes:
+                if progress:
+                    progress.advance()
+                yield outcome
+        finally:
             if progress:
-                progress.advance()
-            yield outcome
-    finally:
-        if progress:
-            progress.close()
-        if pool is not None:
-            pool.shutdown()
+                progress.close()
 
 
 def default_workers() -> int:
@@ -185,7 +181,7 @@ def compute_tensor_rows(results: list[RowResult], pending: list[int], npu: DumpF
         result = results[index]
         jobs.append((loader, tensor_source(npu, result.npu.value), tensor_source(bench, result.bench.value)))
     workers = check_workers(options.workers) or default_workers()
-    for index, outcome in zip(pending, _run_jobs(jobs, workers, options.progress)):
+    for index, outcome in zip(pending, _run_jobs(jobs, workers, options)):
         if isinstance(outcome, str):
             results[index].verdict = NONE
             results[index].not_compared = True

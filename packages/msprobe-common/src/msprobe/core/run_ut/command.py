@@ -3,7 +3,7 @@ logged error and exit 2, a finished run logs its summary and exits 0 or 1 (docs/
 
 A framework's command gives :func:`run_command` its run (read the config, replay, return the summary and
 the number of APIs judged) and how it words the summary line; the flags of ``multi_run_ut`` are its
-``run_ut`` flags plus ``-n`` (:func:`with_parts`).
+``run_ut`` flags plus ``-n``, ``--engine`` and ``--ray-address`` (:func:`with_parts`).
 """
 
 from __future__ import annotations
@@ -11,17 +11,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from msprobe.core.engine import EngineError
 from msprobe.core.log import logger
 from msprobe.core.run_ut.parallel import PartError, add_parts_option
 from msprobe.core.run_ut.replay_common import RunUtError
 from msprobe.core.run_ut.report import ReportError
 
 Configure = Callable[[argparse.ArgumentParser], None]
-REPLAY_ERRORS = (RunUtError, ReportError, PartError)  # bad input: nothing or not all of it can be checked
+# bad input (or an engine that cannot be reached): nothing or not all of it can be checked
+REPLAY_ERRORS = (RunUtError, ReportError, PartError, EngineError)
 
 
 def with_parts(configure: Configure) -> Configure:
-    """The flags of a ``multi_run_ut``: ``configure``'s (its ``run_ut``'s) and ``-n/--num_splits``."""
+    """The flags of a ``multi_run_ut``: ``configure``'s (its ``run_ut``'s), ``-n/--num_splits`` and the
+    engine's."""
 
     def both(parser: argparse.ArgumentParser) -> None:
         configure(parser)

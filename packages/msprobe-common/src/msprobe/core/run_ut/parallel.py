@@ -1,26 +1,27 @@
 """``multi_run_ut`` without a framework: split the selected APIs into parts, run each part in its own
-process, merge the parts' reports in order and gather their error data.
+process (local, or a Ray task: :mod:`msprobe.core.engine`), merge the parts' reports in order and gather
+their error data.
 
 A framework's ``multi_run_ut`` selects the APIs (its own reader, lists, ``-f``), then calls
 :func:`run_parts` with a *part runner*: a picklable callable ``runner(part_dir, apis) -> (judged, error)``
 that runs its ``run_ut`` on ``apis`` (row names, ``Functional.linear.0``) writing the three report files
 into ``part_dir``, and returns how many APIs it judged and an error message (``None`` when fine).
-Processes are started with ``spawn``: torch and MindSpore do not survive ``fork``.
+Processes are started with ``spawn``: torch and MindSpore do not survive ``fork`` (on Ray, each part in a
+fresh worker process). A part starts from an empty folder, so a part that an engine re-runs after its
+worker died writes its reports once.
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
+from msprobe.core.engine import EngineChoice, WorkerLost, add_engine_flags, open_engine
 from msprobe.core.log import logger
 from msprobe.core.run_ut.report import DEFAULT_DETAILS, DetailsLayout, merge_parts, report_dir
 
@@ -45,10 +46,12 @@ def parts_arg(text: str) -> int:
 
 
 def add_parts_option(parser: argparse.ArgumentParser) -> None:
-    """The ``-n/--num_splits`` flag, as every framework's ``multi_run_ut`` spells it."""
+    """The ``-n/--num_splits``, ``--engine`` and ``--ray-address`` flags, as every framework's
+    ``multi_run_ut`` spells them."""
     parser.add_argument("-n", "--num_splits", dest="parts", type=parts_arg, default=None,
                         help=f"number of parts, each run in its own process (1..{MAX_PARTS}; default "
                              f"{DEFAULT_PARTS}, at most the number of APIs and of CPUs)")
+    add_engine_flags(parser)
 
 
 def split_parts(items: Sequence[str], parts: int) -> list[list[str]]:
@@ -85,16 +88,25 @@ def move_error_data(part_dirs: Sequence[Path], target: Path) -> None:
             shutil.move(str(item), str(dest))
 
 
+def _run_part(unit: tuple[PartRunner, str, list[str]]) -> tuple[int, str | None]:
+    """One part from an empty folder: what an earlier, killed run of it left there is removed first."""
+    runner, part_dir, apis = unit
+    shutil.rmtree(part_dir, ignore_errors=True)
+    return runner(part_dir, apis)
+
+
 def run_parts(runner: PartRunner, selected: Sequence[str], output_dir: str | os.PathLike, *,
               parts: int | None = None, csv_path: str | os.PathLike | None = None,
               error_data_dir: str | os.PathLike | None = None, details: DetailsLayout = DEFAULT_DETAILS,
-              **info: Any) -> tuple[dict[str, Any], int]:
+              engine: EngineChoice | None = None, **info: Any) -> tuple[dict[str, Any], int]:
     """Run ``selected`` (row names, in the dump's order) in ``parts`` processes (default
     ``min(DEFAULT_PARTS, CPUs)``, never more than the APIs) and merge their reports into
     ``output_dir`` (or, resuming, into ``csv_path`` and its details CSV). The parts write into a
     temporary folder ``output_dir/.multi_run_ut_*/part_K/``, removed afterwards, also on failure.
     ``error_data_dir``: where the parts' ``error_data/`` folders are moved (``None``: not saved).
     ``details``: the parts' details CSV layout (a framework's own, as its ``run_ut`` writes it).
+    ``engine``: where the parts run (default: local processes; on Ray ``output_dir`` must be on a
+    filesystem every node shares).
     ``info`` goes into the merged summary. Returns (merged summary, APIs judged); raises
     :class:`PartError` naming the failing part(s)."""
     chunks = plan_parts(selected, parts)
@@ -104,11 +116,11 @@ def run_parts(runner: PartRunner, selected: Sequence[str], output_dir: str | os.
     try:
         dirs = [temp / f"part_{k}" for k in range(len(chunks))]
         logger.info("multi_run_ut: %d APIs in %d parts", len(selected), len(chunks))
-        with ProcessPoolExecutor(len(chunks), mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(runner, str(d), chunk) for d, chunk in zip(dirs, chunks)]
+        units = [(runner, str(d), chunk) for d, chunk in zip(dirs, chunks)]
+        with open_engine(engine) as pool:
             try:
-                outcomes = [f.result() for f in futures]
-            except BrokenProcessPool as exc:
+                outcomes = list(pool.map(_run_part, units, len(chunks), chunksize=1, isolated=True))
+            except WorkerLost as exc:
                 raise PartError(f"a part's process died: {exc}") from None
         errors = [f"part {k}: {msg}" for k, (_, msg) in enumerate(outcomes) if msg]
         if errors:

@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from msprobe.core.cli import Command
+from msprobe.core.engine import EngineChoice, choice_from_args
 from msprobe.core.run_ut.command import REPLAY_ERRORS, run_command, with_parts
 
 BENCH_CHOICES = ("auto", "torch", "mindspore")
@@ -84,9 +85,11 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
                  bench: str = "auto", save_error_data: bool = False, csv_path: str | os.PathLike | None = None,
                  filter_duplicates: bool = False, seed: int | None = None, white_list: tuple[str, ...] = (),
                  black_list: tuple[str, ...] = (),
-                 error_data_path: str | os.PathLike | None = None) -> tuple[dict[str, Any], int]:
-    """``run_ut`` over ``parts`` processes (:func:`msprobe.core.run_ut.parallel.run_parts`), one merged
-    report; returns (the merged summary, APIs judged). Raises ``RunUtError``/``ReportError``/``PartError``."""
+                 error_data_path: str | os.PathLike | None = None,
+                 engine: EngineChoice | None = None) -> tuple[dict[str, Any], int]:
+    """``run_ut`` over ``parts`` processes (:func:`msprobe.core.run_ut.parallel.run_parts`; ``engine``: local
+    or Ray, docs/scale.md), one merged report; returns (the merged summary, APIs judged). Raises
+    ``RunUtError``/``ReportError``/``PartError``."""
     from msprobe.core.run_ut.parallel import run_parts
     from msprobe.core.run_ut.replay_common import error_data_dir, rows_to_check
     from msprobe.core.run_ut.report import report_dir
@@ -101,7 +104,7 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
     out = report_dir(output_dir, csv_path)
     return run_parts(runner, selected, output_dir, parts=parts, csv_path=csv_path,
                      error_data_dir=error_data_dir(out, error_data_path) if save_error_data else None,
-                     details=MINDSPORE_DETAILS, filter_duplicates=filter_duplicates)
+                     details=MINDSPORE_DETAILS, engine=engine, filter_duplicates=filter_duplicates)
 
 
 def _run_multi(args: argparse.Namespace) -> int:
@@ -115,7 +118,8 @@ def _replay_multi(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     return multi_run_ut(args.api_info, args.out_path, parts=args.parts, bench=args.bench,
                         save_error_data=args.save_error_data, csv_path=args.csv_path,
                         filter_duplicates=args.filter_api, seed=args.seed, white_list=section.white_list,
-                        black_list=section.black_list, error_data_path=section.error_data_path)
+                        black_list=section.black_list, error_data_path=section.error_data_path,
+                        engine=choice_from_args(args))
 
 
 def multi_run_ut_command() -> Command:

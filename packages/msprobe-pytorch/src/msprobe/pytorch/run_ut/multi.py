@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.core.cli import Command
+from msprobe.core.engine import EngineChoice, choice_from_args
 from msprobe.core.run_ut.command import run_command, with_parts
 from msprobe.core.run_ut.parallel import DEFAULT_PARTS, MAX_PARTS, split_parts
 from msprobe.pytorch.run_ut.command import _configure as _configure_run_ut
@@ -50,10 +51,12 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
                  filter_duplicates: bool = False, white_list: tuple[str, ...] = (),
                  black_list: tuple[str, ...] = (), seed: int | None = None,
                  error_data_path: str | os.PathLike | None = None,
-                 devices: Sequence[str] | None = None, jit_compile: bool = False) -> tuple[dict[str, Any], int]:
+                 devices: Sequence[str] | None = None, jit_compile: bool = False,
+                 engine: EngineChoice | None = None) -> tuple[dict[str, Any], int]:
     """Run ``run_ut`` over ``parts`` processes (default ``min(8, APIs, CPUs)``) and merge the reports;
     returns (the merged summary, APIs judged). ``devices``: part K runs on ``devices[K % len]`` (default:
-    every part on ``device``). Raises ``RunUtError``/``ReportError`` for bad input."""
+    every part on ``device``). ``engine``: where the parts run (default local processes; docs/scale.md).
+    Raises ``RunUtError``/``ReportError`` for bad input."""
     from msprobe.core.run_ut.parallel import PartError, plan_parts, run_parts
     from msprobe.core.run_ut.replay_common import error_data_dir, rows_to_check
     from msprobe.core.run_ut.report import report_dir
@@ -73,7 +76,7 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
         return run_parts(runner, selected, out, parts=len(chunks), csv_path=csv_path,
                          error_data_dir=error_data_dir(out, error_data_path) if save_error_data else None,
                          white_list=list(white_list), black_list=list(black_list),
-                         filter_duplicates=filter_duplicates, devices=devices)
+                         filter_duplicates=filter_duplicates, devices=devices, engine=engine)
     except PartError as exc:
         raise RunUtError(str(exc)) from None
 
@@ -92,7 +95,8 @@ def _replay(args: argparse.Namespace) -> tuple[dict, int]:
                         save_error_data=args.save_error_data, csv_path=args.csv_path,
                         filter_duplicates=args.filter_api, white_list=section.white_list,
                         black_list=section.black_list, seed=args.seed, error_data_path=section.error_data_path,
-                        devices=getattr(args, "devices", None), jit_compile=args.jit_compile)
+                        devices=getattr(args, "devices", None), jit_compile=args.jit_compile,
+                        engine=choice_from_args(args))
 
 
 def multi_run_ut_command() -> Command:

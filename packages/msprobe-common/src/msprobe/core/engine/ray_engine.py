@@ -1,0 +1,92 @@
+"""The Ray engine: work units as Ray tasks on a cluster (``msprobe-common[ray]``; docs/scale.md).
+
+A task gets a batch of units (their paths and names) and returns their results; Ray re-runs a task whose
+worker died (``RETRIES``), which is why units must be idempotent. Only this module imports Ray, and only
+when ``--engine ray`` is chosen.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from msprobe.core.engine import EngineError, WorkerLost, batch_size
+from msprobe.core.log import logger
+
+RETRIES = 3  # re-runs of a task whose worker process died (Ray's own default for tasks)
+PROBE_TIMEOUT_S = 10  # an address that accepts no TCP connection by then is unreachable
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise EngineError("--engine ray needs Ray: pip install 'msprobe-common[ray]'") from None
+    return ray
+
+
+def _probe(address: str) -> None:
+    """Fail in seconds on an address nobody listens on (Ray itself retries a missing head for minutes)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise EngineError(f"ray_address (--ray-address) is {address!r}; allowed: host:port, ray://host:port or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        raise EngineError(f"the Ray cluster at {address!r} cannot be reached: {exc}") from None
+
+
+@contextmanager
+def connected(address: str | None) -> Iterator[RayEngine]:
+    """A :class:`RayEngine` on the cluster at ``address`` (None: a Ray started here, shut down after)."""
+    ray = _import_ray()
+    if ray.is_initialized():
+        yield RayEngine(ray)
+        return
+    if address not in (None, "auto"):
+        _probe(address)
+    try:
+        ray.init(address=address or "local", include_dashboard=False, logging_level="WARNING")
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise EngineError(f"the Ray cluster at {address or 'local'!r} cannot be joined: {exc}") from None
+    logger.info("engine ray: %s CPUs at %s", ray.cluster_resources().get("CPU", 0), address or "a local Ray")
+    try:
+        yield RayEngine(ray)
+    finally:
+        ray.shutdown()
+
+
+def _run_batch(fn: Callable[[Any], Any], batch: Sequence[Any]) -> list[Any]:
+    return [fn(item) for item in batch]
+
+
+class RayEngine:
+    """Batches of units as Ray tasks, one CPU each, scheduled wherever the cluster has one."""
+
+    def __init__(self, ray: Any) -> None:
+        self._ray = ray
+        self._task = ray.remote(num_cpus=1, max_retries=RETRIES)(_run_batch)
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *, chunksize: int | None = None,
+            isolated: bool = False, serial_below: int = 0) -> Iterator[Any]:
+        size = chunksize or batch_size(len(items), int(self._ray.cluster_resources().get("CPU", 1)))
+        task = self._task.options(max_calls=1) if isolated else self._task
+        fn_ref = self._ray.put(fn)
+        refs = [task.remote(fn_ref, items[start:start + size]) for start in range(0, len(items), size)]
+        return self._gather(refs)
+
+    def _gather(self, refs: list) -> Iterator[Any]:
+        from ray.exceptions import NodeDiedError, WorkerCrashedError
+
+        done = 0
+        try:
+            for ref in refs:
+                yield from self._ray.get(ref)
+                done += 1
+        except (WorkerCrashedError, NodeDiedError) as exc:
+            raise WorkerLost(f"a Ray worker died {RETRIES + 1} times running the same units: {exc}") from None
+        finally:
+            for ref in refs[done:]:
+                self._ray.cancel(ref)  # the caller stopped early (an error): free the cluster
