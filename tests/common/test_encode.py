@@ -1,4 +1,5 @@
-"""The framework-free value encoder: the table of SPEC 4.4, nesting, index paths, and 1.1.1's format."""
+"""The framework-free value encoder: the table of docs/dump_format.md#values, nesting, index paths, and 1.1.1's
+format."""
 
 from __future__ import annotations
 

@@ -193,7 +193,8 @@ def same(actual, expected) -> bool:
 
 
 def expected_record(array: np.ndarray) -> dict:
-    """dump.json's value of ``array``, statistics from float64 numpy (SPEC 4.4), keys in 1.1.1's order."""
+    """dump.json's value of ``array``, statistics from float64 numpy (docs/dump_format.md#values), keys in
+    1.1.1's order."""
     record = {"type": "numpy.ndarray", "dtype": str(array.dtype), "shape": list(array.shape)}
     if array.size == 0:
         return {**record, "Max": None, "Min": None, "Mean": None, "Norm": None}

@@ -1,5 +1,6 @@
-"""stack.json frames (SPEC 4.5): msprobe's frames are recognised by where its packages are installed, not by
-a path that contains ``msprobe`` — a user's project in a folder named ``msprobe`` keeps its frames."""
+"""stack.json frames (docs/dump_format.md#stackjson-and-constructjson): msprobe's frames are recognised by where
+its packages are installed, not by a path that contains ``msprobe`` — a user's project in a folder named
+``msprobe`` keeps its frames."""
 
 from __future__ import annotations
 

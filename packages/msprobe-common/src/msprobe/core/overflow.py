@@ -1,4 +1,4 @@
-"""Overflow check (SPEC 6): find the calls whose outputs hold inf or NaN, and which of them started it.
+"""Overflow check (docs/overflow_check.md): find the calls whose outputs hold inf or NaN, and which of them started it.
 
 A non-finite value spreads: every call that receives it tends to pass it on, so "every call whose
 output is not finite" (what msprobe 1.1.1 reports) buries the one call where it began. Each hit is

@@ -1,21 +1,10 @@
 """MindSpore tensors for the framework-free collector (``msprobe.core.events.TensorAdapter``).
 
-On an accelerator, statistics are launched as MindSpore ops on the tensor's device and stay there as
-one small float64 tensor per input tensor (max, min, mean, norm, finite max, finite min); :meth:`fetch`
-stacks all pending handles and copies them to the host in one transfer. A small tensor costs one or two
-ops at the call, a copy (:class:`DeviceCopy`), and is reduced at the fetch with every copy of its dtype
-and size: about ten ops per group instead of ten per tensor. On the CPU the tensor already
-lives in host memory: its statistics are computed by numpy (:func:`msprobe.core.dump.host_stats.host_stats`:
-small tensors from a copy, with their batch), which costs a small fraction of the ten MindSpore ops of
-the device path, and read in batches (:mod:`msprobe.mindspore.reads`): each host read waits for
-MindSpore's executor. Exactness (SPEC 4.4): integer and float64 tensors are reduced in float64,
-float16/bfloat16 in float32, complex tensors over their absolute value; bool tensors give any/all and
-no mean/norm; empty tensors give nothing.
-
-bfloat16 tensors are saved as float32 ``.npy`` files (numpy itself has no bfloat16, so a bfloat16 file
-would need ml_dtypes to load; the conversion is exact) and checksummed over their own 2-byte
-representation. Max/Min are NaN when any element is NaN (MindSpore's CPU max/min skip NaN; numpy and
-torch do not).
+On an accelerator statistics are MindSpore ops that stay on the device until :meth:`fetch` brings every
+pending handle to the host in one transfer; on the CPU numpy computes them from host memory, read in
+batches (:mod:`msprobe.mindspore.reads`) because each host read waits for MindSpore's executor
+(docs/mindspore/dump.md#statistics-on-the-cpu). Exactness per dtype: docs/dump_format.md#values; bfloat16
+files and NaN extremes: docs/mindspore/dump.md#pynative-levels-l0-l1-and-mix.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
-"""The torch implementation of :class:`msprobe.core.events.TensorAdapter`.
+"""The torch implementation of :class:`msprobe.core.events.TensorAdapter`: records, statistics, checksums, files.
 
-On an accelerator, statistics are computed on the tensor's device and stay there (a 6-element float64
-row per tensor); :meth:`TorchTensorAdapter.fetch` concatenates many rows and copies them to the host
-once, so a step costs one synchronisation instead of one ``.item()`` per statistic. A small tensor costs
-one launch at the call, a copy (:class:`DeviceCopy`), and is reduced with every copy of its device, dtype
-and size at the fetch: about a dozen launches per group instead of a dozen per tensor, which was the
-host's work per call on an accelerator. A larger tensor is reduced at once (its kernels outlast their
-launches). On the CPU the device *is* the host and there is nothing to synchronise: the statistics are
-computed with numpy (small tensors from a copy, in stacks with the rest of their batch; larger ones at
-once on the tensor's own memory), which costs a fraction of the ten small torch operations the device
-path needs — the dispatcher overhead of those dominated the dump's cost on small models.
-
-Precision (SPEC 4.4): float32 is reduced in float32 (what msprobe 1.1.1 writes, so numbers compare
-equal), float16/bfloat16 are widened to float32 first so sums and norms do not overflow, integers and
-float64 are reduced in float64, complex tensors over their absolute value, bool as any/all.
-
-The numbers must not depend on the user's context either. Statistics run inside :class:`_Exact`: no
-autocast on the tensor's device (a bf16 autocast ran the sum of squares as a bf16 dot: 2e-3 relative
-error), no TorchFunctionMode (the user's, or msprobe's own ``ApiMode`` seeing our reductions as user
-calls) and no TorchDispatchMode. They use no matmul, so ``allow_tf32`` and
-``set_float32_matmul_precision`` cannot reach them. And the norm is summed in float64 over float32 partial
-norms (:func:`_norm`): a single float32 reduction drifts with the element count (1e-5 at 1M elements).
+On an accelerator statistics stay on the device until one batched fetch (:meth:`TorchTensorAdapter.fetch`;
+a small tensor is copied at the call and reduced with its group at the fetch); on the CPU numpy computes
+them, a fraction of the cost of torch's per-operation dispatch (docs/pytorch/dump.md#what-only-an-npu-can-do).
+How exact they are per dtype, and why the user's autocast, modes and matmul precision cannot reach them
+(:class:`_Exact`, :func:`_norm`): docs/pytorch/dump.md#statistics-precision.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ class DumpFile:
 
     @property
     def mode(self) -> str:
-        """tensor, md5 or summary (SPEC 5: the mode follows the dump)."""
+        """tensor, md5 or summary (docs/compare.md#mode: the mode follows the dump)."""
         if self.task == "tensor":
             return "tensor"
         return "md5" if _has_md5(self.entries) else "summary"

@@ -254,8 +254,8 @@ class Parts:
 
 
 class DumpCollector:
-    """Tasks ``statistics`` and ``tensor``: keeps every selected entry (SPEC 4.3–4.5); ``tensor`` adds
-    the tensor files."""
+    """Tasks ``statistics`` and ``tensor``: keeps every selected entry (docs/dump_format.md);
+    ``tensor`` adds the tensor files."""
 
     def __init__(
         self,

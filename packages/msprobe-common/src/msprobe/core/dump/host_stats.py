@@ -1,4 +1,4 @@
-"""Statistics of an array that already lives in host memory, exact per dtype (SPEC 4.4).
+"""Statistics of an array that already lives in host memory, exact per dtype (docs/dump_format.md#values).
 
 When a framework runs on the CPU there is no device to keep statistics on and nothing to
 synchronise: both adapters hand the tensor's memory to numpy (without a copy where the dtype allows).
@@ -156,7 +156,7 @@ _SAFE_LIMIT = {True: float(np.finfo(np.float32).max) / 2, False: float(np.finfo(
 
 
 def with_finite_extremes(stats: TensorStats, flat: np.ndarray) -> TensorStats:
-    """Add the extremes over finite elements where max or min is not finite (SPEC 4.4)."""
+    """Add the extremes over finite elements where max or min is not finite (docs/dump_format.md#values)."""
     if math.isfinite(stats.max) and math.isfinite(stats.min):
         return stats
     finite = flat[np.isfinite(flat)]

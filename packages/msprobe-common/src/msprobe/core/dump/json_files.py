@@ -1,4 +1,5 @@
-"""dump.json, stack.json and construct.json of one step and rank (SPEC 4.3, 4.5, 4.6).
+"""dump.json, stack.json and construct.json of one step and rank (docs/dump_format.md,
+docs/pytorch/dump.md#durability-the-training-run-always-goes-on).
 
 The files parse to exactly what msprobe 1.1.1 writes (non-finite numbers as bare ``NaN``/``Infinity``
 tokens, which its tools read); each entry sits on one line of its own, compactly rendered by json's C

@@ -3,7 +3,7 @@
 A framework adapter turns a tensor into a :class:`TensorRecord` at capture time (dtype, shape, no
 host sync) and fills :attr:`TensorRecord.stats` later, when the statistics of a whole batch of
 tensors come back from the device in one transfer. :meth:`TensorRecord.json_text` gives the
-dump.json value of SPEC 4.4 with the key order msprobe 1.1.1 writes.
+dump.json value (docs/dump_format.md#values) with the key order msprobe 1.1.1 writes.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ NOT_HANDLED = _NotHandled()
 
 @dataclass
 class TensorStats:
-    """The four statistics of a tensor, exact for its dtype (SPEC 4.4).
+    """The four statistics of a tensor, exact for its dtype (docs/dump_format.md#values).
 
     ``max``/``min`` are bools for bool tensors; all four are ``None`` for empty tensors. The
     ``*_except_inf_nan`` values are the extremes over the finite elements, present only when the plain

@@ -1,4 +1,4 @@
-"""The user's call stack of an entry, for stack.json (SPEC 4.5).
+"""The user's call stack of an entry, for stack.json (docs/dump_format.md#stackjson-and-constructjson).
 
 Frames are read straight from ``sys._getframe`` (much cheaper than ``traceback.extract_stack``,
 which this runs for every selected call), innermost first, with every frame of msprobe itself left

@@ -1,4 +1,5 @@
-"""Tasks ``statistics`` and ``tensor`` (SPEC 4): a dump of every selected call, as statistics or tensors.
+"""Tasks ``statistics`` and ``tensor`` (docs/pytorch/dump.md#tasks-and-levels): every selected call, as statistics or
+tensors.
 
 Level L2 is the framework's own kernel dump (:meth:`~msprobe.core.kit.FrameworkKit.kernel_dump`);
 the other levels run a :class:`~msprobe.core.session.Session` with the dump collector.

@@ -1,4 +1,5 @@
-"""``statistic.csv`` in MindSpore's column layout, computed by msprobe from the kernel tensors (SPEC 4.7).
+"""``statistic.csv`` in MindSpore's column layout, computed by msprobe from the kernel tensors
+(docs/mindspore/dump.md#output-layout).
 
 MindSpore computes these statistics itself only on GPU and Ascend; on CPU it saves whole tensors, so
 msprobe reads each tensor once and writes the same columns, one row per kernel tensor in execution order.
