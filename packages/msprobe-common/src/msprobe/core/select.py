@@ -1,22 +1,10 @@
-"""The one selector of what a step collects (docs/pytorch/dump.md#filters): step, rank, scope, list and data_mode.
+"""The one selector of what a step collects: step, rank, scope, list and data_mode.
 
-Both frameworks and every task ask the same object, so a filter means the same thing everywhere.
-The interceptor calls :meth:`Selector.begin` for every entry as it starts and :meth:`Selector.end`
-when a module's forward finishes; scope ranges and module spans from ``list`` are states that those
-calls open and close, in execution order.
-
-Decisions where the seed documents leave room (and where 1.1.1 surprised its users):
-
-- ``list`` items that are full entry names match exactly. Any other item is a *kind*: it matches API
-  entries whose API name equals it (``relu``, ``linalg.norm``) or whose ``Prefix.api`` equals it
-  (``Tensor.add`` matches ``Tensor.add.3.forward`` but not ``Torch.add.0.forward``), and module entries
-  whose class equals it (``Linear``). Matching is exact, so ``max`` never catches ``softmax``.
-- A module forward selected by ``list`` (full name or class) selects everything that starts before
-  its forward ends, like 1.1.1's module expansion in ``mix``.
-- With both ``scope`` and ``list`` an entry must satisfy both: the list narrows the range.
-- A backward entry is selected when its forward was selected in this step, so selecting a forward
-  also yields the gradients of that call (the seed's ``Functional.linear.0.backward`` style still works
-  on its own).
+Both frameworks and every task ask the same object, so a filter means the same thing everywhere. The
+interceptor calls :meth:`Selector.begin` for every entry as it starts and :meth:`Selector.end` when a
+module's forward finishes; scope ranges and module spans from ``list`` are states that those calls open and
+close, in execution order. The rules (exact ``list`` matching, module spans, scope and list together, a
+backward entry with its forward): docs/pytorch/dump.md#filters.
 """
 
 from __future__ import annotations

@@ -1,35 +1,12 @@
 """Replay attribution (``compare --attribute``): was a divergence made at this API, or carried in?
 
-Once two runs drift apart every later output differs too, so "the first row beyond rounding" may be an
-op that merely inherited the error. With tensor dumps of both runs the question can be answered by
-experiment: replay the API on the current device at the **target's** (NPU side's) dtype twice, once on
-the **bench** side's saved inputs (``rb``) and once on the **target's** own saved inputs (``rt``). With
-``t`` the target's output and ``b`` the bench's, the output error splits exactly into
-``t − b = (t − rt) + (rt − rb) + (rb − b)``:
-
-- **kernel** ``t − rt``: the target's kernel against this device's on identical inputs — what the
-  target's kernel made (measured against *this* device's kernel: on another kind of device it also
-  holds the two devices' rounding differences);
-- **inherited** ``rt − rb``: what the difference between the two runs' inputs makes through the op;
-- **dtype** ``rb − b``: what the target's dtype (this device's kernel at that dtype) does to the bench's
-  inputs.
-
-Each part gets the row's measures — relative error of norm ‖·‖/‖b‖, cosine, max abs — and an
-``excess`` by the first-divergence rule (:mod:`.rounding`): its norm over slack · u · S with the row's
-own u, slack and S, so the three excesses of a row bound its excess from above (triangle inequality).
-Verdict: ``local`` when only kernel or dtype are beyond rounding, ``inherited`` when only the inherited
-part is, ``mixed`` when both kinds are, or when no part is alone. An API whose inputs pass the rounding
-rule is never ``inherited`` or ``mixed``: the inputs' rounding that the op amplifies is then a cause made
-here (``input rounding``). A local verdict names its causes (``local (target's kernel)``).
-
-The suspects are the first N forward API entries with a diverging output, in execution order (module
-entries are containers, not replayable; backward entries are not replayed; optimizer calls are left out
-as in the first-divergence rule). The earliest ``local`` suspect becomes the report's first divergence.
-Statistics and md5 dumps have no inputs to replay: the result then names the suspects and the dump
-config that saves exactly their tensors (:func:`dump_config`).
-
-The framework half — turning an entry back into a call and running it — is a :class:`Replay` given by
-the framework package (``msprobe.pytorch.run_ut.attribution``), so this module never imports a framework.
+Replaying a suspect at the target's dtype on the bench's inputs (``rb``) and on the target's own (``rt``)
+splits its output error exactly, ``t − b = (t − rt) + (rt − rb) + (rb − b)``: the target's kernel, what the
+inputs carry in, what the dtype does. Each part is judged by the first-divergence rule (:mod:`.rounding`)
+and the verdict is ``local``, ``inherited`` or ``mixed``:
+docs/compare.md#attribution-made-here-or-inherited---attribute. Turning an entry back into a call is the
+framework's :class:`Replay` (``msprobe.pytorch.run_ut.attribution``), so this module imports no framework;
+statistics dumps get the suspects and :func:`dump_config` instead.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Where it first went wrong: the first divergence, the optimizer's divergences and the worst rows.
 
-A row *diverges* when its difference is more than rounding explains (:mod:`.rounding`). The first
-divergence is the earliest forward entry with a diverging output whose inputs do not diverge — the
-error was made there rather than carried in — or whose diverging inputs are the first diverging
-values of the whole comparison (a weight or batch that differs before any recorded call touched it).
-When no entry qualifies, the earliest entry with a diverging output is named and the report says its
-inputs already diverge. Backward entries are searched only when no forward output diverges.
-
-A forward entry whose diverging input is one no recorded call produced (``RowResult.entering``, told by
-:mod:`.rounding`: no earlier entry output a value with its dtype and statistics — a parameter, a buffer,
-the batch) is a candidate even when its outputs pass: the divergence enters through that input, which is
-named (``fc1.weight``) when construct.json gives the entry's module and the API's signature the
-argument's role (:data:`PARAMETER_ARGS`).
-
-Optimizer entries (calls made from ``torch/optim/`` or ``mindspore/nn/optim`` code, told by their
-stack) are never chosen: an optimizer step divides by the square root of tiny second moments and
-turns the rounding noise of a near-zero gradient into a full-size update of the opposite sign, so
-bf16 against fp32 always "diverges" there. They are listed in a section of their own instead.
+A row diverges when rounding does not explain its difference (:mod:`.rounding`). The first divergence is
+the earliest forward entry whose diverging output its inputs do not explain, or one whose divergence enters
+through an input no recorded call produced (a parameter named through :data:`PARAMETER_ARGS`); optimizer
+entries are never chosen and get a section of their own. The rule and why:
+docs/compare.md#first-divergence-beyond-rounding.
 """
 
 from __future__ import annotations

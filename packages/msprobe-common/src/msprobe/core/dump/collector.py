@@ -1,22 +1,11 @@
 """The parts every dump-shaped collector is built from, and the dump collector itself.
 
-Data flows one way: an interceptor hands a :class:`~msprobe.core.events.Call` to a collector (a
-:class:`~msprobe.core.events.CallSink`); the :class:`~msprobe.core.select.Selector` decides; the
-collector's keep-policy decides what of it is kept; kept entries are encoded with their statistics
-launched on the device and fetched in batches, and streamed to disk by a
-:class:`~msprobe.core.dump.json_files.StepWriter`.
-
-Dump and overflow check keep different calls but write the same files the same way, so what they share
-is built here as four parts with one job each, used through their public methods only:
-
-- :class:`~msprobe.core.dump.encode.EntryEncoder` — entry encoding with batched statistics;
-- :class:`ModuleSpans` — which module each entry runs in (construct.json) and the selector's spans;
-- :class:`TensorFiles` — the tensor files of kept entries (written by a background thread);
-- :class:`StepOutput` — the writer's life: one per step, closed at its end, aborted after a write error.
-
-:class:`Parts` wires them together once. A keep-policy is then a small collector over them:
-:class:`DumpCollector` (here) keeps every selected entry, ``msprobe.core.overflow.OverflowCollector``
-keeps the entries whose outputs are not finite.
+Dump and overflow check keep different calls but write the same files the same way, so what they share is
+four parts with one job each: :class:`~msprobe.core.dump.encode.EntryEncoder` (entries, statistics fetched
+in batches), :class:`ModuleSpans` (construct.json parents and the selector's spans), :class:`TensorFiles`
+and :class:`StepOutput` (the writer's life), wired once by :class:`Parts`. A keep-policy is a small
+collector over them: :class:`DumpCollector` here, ``msprobe.core.overflow.OverflowCollector`` for overflows.
+Where this sits in the walk of a tensor: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
-"""Tensor files (task ``tensor``) written by a background thread, within a byte budget.
+"""Tensor files (task ``tensor``) written by a background thread, from host copies, within a byte budget.
 
-Why a thread: a tensor file costs the training thread little to prepare (a host copy of the tensor)
-and much to write (creating the file, the bytes, the rename; ≈ 0.7 ms per file and the disk's
-bandwidth, docs/performance.md). The file system calls release the interpreter's lock, so a writer
-thread overlaps them with the training step. Why a copy: the tensor can change in place after the call
-(an optimizer step, an in-place activation); the copy is what the call saw.
-
-The promises of a synchronous write stay:
-
-- **bounded memory**: copies waiting for the writer hold at most ``MSPROBE_TENSOR_QUEUE_MB`` MiB; a
-  save beyond that waits on the training thread until the writer has caught up (a single larger
-  tensor waits until the queue is empty);
-- **files complete at the step's end**: :meth:`TensorWriter.drain` (called before dump.json is renamed
-  into place) returns when every file is on disk, so when ``stop()`` returns the step's files are there;
-- **write errors reach the training thread**: the first error of the writer is raised by the next
-  :meth:`~TensorWriter.save` or by :meth:`~TensorWriter.drain`, as a synchronous write raised it, and the
-  session's error handling (a full disk stops dumping, never the training) applies unchanged.
-
-An unchanged tensor saved again in the same directory (one call's output is the next call's input) gets
-a second name for its first file (:func:`~msprobe.core.fileio.link_written`), as before: the adapter
-hands back the same :class:`FrozenTensor` for it.
+A file costs the training thread little to prepare (a host copy: what the call saw, whatever changes the
+tensor afterwards) and much to write; the file system calls release the interpreter's lock, so a writer
+thread overlaps them with the step. A synchronous write's promises stay: bounded memory
+(``MSPROBE_TENSOR_QUEUE_MB``), every file on disk when :meth:`TensorWriter.drain` returns (before dump.json
+is renamed into place), the writer's first error raised on the training thread, an unchanged tensor saved
+twice hard-linked (:func:`~msprobe.core.fileio.link_written`). The user's side of it:
+docs/pytorch/dump.md#durability-the-training-run-always-goes-on.
 """
 
 from __future__ import annotations

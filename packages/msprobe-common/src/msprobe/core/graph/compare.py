@@ -1,25 +1,10 @@
 """Compare two graphs: pair their nodes and give each NPU node its precision index (1.1.1's meaning).
 
-Nothing is matched or measured here: the entries of the two dumps are paired by the compare
-pipeline's aligner and measured by its metrics (``compare.engine.build_results`` / ``judge_results``),
-the same numbers the compare report shows. This module only reads those rows back onto the nodes:
-
-- an entry node is matched to the node of the bench entry its rows were paired with (so whatever
-  the aligner pairs — shifted call counts, ``-dm`` mappings, other frameworks' names — the graph
-  pairs too); a node without an entry (the root, ``Apis_Between_Modules``, L1 stack groups) is matched
-  to the bench node of the same id under its parent's match;
-- the precision index, 0 best and 1 worst, as 1.1.1 defines it per mode: **summary** the largest
-  relative error of any output statistic (Max, Min, Mean, Norm), capped at 1, where a statistic whose
-  NPU value is within the dtype's small-value bound is judged on its absolute difference instead
-  (0 or 1); **tensor** the drop of the smallest One Thousandth Err Ratio from the inputs to the
-  outputs, clamped to [0, 1]; **md5** 1 when every paired argument has the same checksum, else 0.
-  A node without an entry takes the worst index below it (md5: the smallest).
-
-The colour follows the first divergence's rule instead (:mod:`msprobe.core.compare.rounding`): a node's
-``excess`` is the largest rounding excess of its output rows and of the inputs no recorded call produced
-(a parameter or the batch: where a divergence enters), above 1 beyond rounding; optimizer entries, which
-the first divergence never names, have none. A node without an entry takes the largest excess below it.
-The index stays 1.1.1's (``data.precision_index``), the excess is ``data.rounding_excess``.
+Nothing is matched or measured here: the two dumps' entries are paired by the compare pipeline's aligner
+and measured by its metrics (``compare.engine.build_results`` / ``judge_results``), and this module reads
+those rows back onto the nodes: the match of each node, 1.1.1's ``precision_index`` and the
+``rounding_excess`` the colours follow (:mod:`msprobe.core.compare.rounding`). The rules:
+docs/graph.md#compare-matching-and-the-precision-index.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """Backward capture in PyNative mode, for API calls and cells alike: the gradients flowing into a call's
 outputs and those it gives its inputs.
 
-The capture only *watches* MindSpore's gradient graph; it never puts a node of its own into it. An
-identity node between the user's tensors and the call (``ops.HookBackward`` around each call's inputs,
-or ``Cell.register_backward_hook``, which wraps the cell's inputs and outputs in a ``CellBackwardHook``)
-changes the order in which gradients are summed: a cell that reads its input twice (``RMSNorm``: ``x * x``
-and ``x * ...``) while the input also feeds a residual add has its two contributions summed first inside
-the identity node, then added to the residual one, ``a + (b + c)`` instead of ``(a + b) + c``: one ULP
-of drift per Adam step.
-
-MindSpore 2.10's PyNative graph is visible from Python, as PyTorch's is: a tensor's ``_grad_node`` (a
-``BackwardNode``, with ``next_functions``, ``_sequence_nr()`` and read-only ``register_hook``) and its
-``_output_index``. So the capture notes, when the call starts, each input's gradient edge (its node and
-output slot); when the call returns it walks back from the outputs (and from inputs changed in place)
-through the nodes created during the call; those with an edge to an input's edge are the call's
-*consumers* of that input. A post-hook on each consumer sees exactly the gradient it sends to the input;
-a hook on each output tensor sees the gradient flowing into the call. Hooks only read, so the numbers of
-the run do not change.
-
-MindSpore numbers nodes as it creates them but does not say which number is next, so "created during the
-call" is "numbered after the newest node among the call's inputs": a tensor made after the call's inputs
-and used inside the call without being passed to it (an attribute, a closure) is walked through as if the
-call had made it.
+As on PyTorch, the capture only *watches* MindSpore's gradient graph (a tensor's ``_grad_node`` and
+``_output_index``): it notes each input's gradient edge at the call's start, walks back from the outputs to
+the nodes made during the call that feed an input, and hooks them read-only, so the run's numbers cannot
+change. Why not ``ops.HookBackward`` or cell backward hooks, and what "made during the call" means without a
+next sequence number: docs/mindspore/dump.md#backward-entries.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """Level L2 on PyTorch: one listed API, and what runs inside it.
 
-:class:`ListedApiInterceptor` is the L1 interceptor (same counting, same names) restricted to the one
-API of ``list``: every other call is counted and dropped. Around the listed call — its forward for a
-``.forward`` name, its backward for a ``.backward`` name — it opens a :class:`CaptureWindow`:
-
-- off the NPU, :class:`AtenCapture`, a ``TorchDispatchMode`` that reports every aten operator call as
-  ``Aten.{op}.{overload}.{count}.{forward|backward}`` to the same sink;
-- on an Ascend NPU, torch_npu's kernel dump (``msprobe.pytorch.kernel_dump``).
-
-The backward window is opened and closed by read-only hooks on the autograd nodes the call created
-(a pre-hook opens, a post-hook closes): the nodes' gradients are not touched, so the run's numbers do
-not change. Per-node windows (``per_node``) see exactly the operators those nodes run, even when the
-engine interleaves nodes of other calls; a window that must stay open over the whole backward of the
-call (the NPU's) opens at the first node and closes after the last.
-
-What the aten capture records (``SKIPPED_OPS``; docs/pytorch/kernel_dump.md has the table): every
-operator that takes a tensor, views included (they show the layout an operator saw, and compare aligns
-better on a complete sequence), except
-
-- ``detach``, ``alias``, ``lift_fresh``: aliases autograd and tensor creation make, no computation;
-- ``empty*`` / ``new_empty*``: uninitialised memory, whose statistics are noise;
-- factory operators with no tensor argument (``zeros``, ``full``, ``arange``, ``scalar_tensor``...):
-  constants, not computation on the API's data.
+:class:`ListedApiInterceptor` is the L1 interceptor (same counting, same names) restricted to the one API of
+``list``; around the listed call it opens a :class:`CaptureWindow`: off the NPU :class:`AtenCapture`, a
+``TorchDispatchMode`` that reports every aten operator as an ``Aten.*`` entry, on an Ascend NPU torch_npu's
+kernel dump (``msprobe.pytorch.kernel_dump``). A backward window is opened and closed by read-only hooks on
+the nodes the call created, so the run's numbers do not change. Which operators are recorded
+(``SKIPPED_OPS``) and why: docs/pytorch/kernel_dump.md#off-the-npu-cpu-gpu-the-aten-level-dump.
 """
 
 from __future__ import annotations

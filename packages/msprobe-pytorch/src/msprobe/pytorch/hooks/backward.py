@@ -1,28 +1,11 @@
 """Backward capture for one call: the gradients of its outputs and those it gives its inputs.
 
-The capture only *watches* the autograd graph the call built; it never puts a node of its own into
-it. An identity node between the user's tensors and the call (an alias ``autograd.Function``, or
-PyTorch's full backward hooks) changes two things the user can see:
-
-- the order in which gradients are summed: a module that reads its input twice (``RMSNorm``: ``x.pow``
-  and ``x * ...``) while the input also feeds a residual ``add`` would have its two contributions
-  summed first inside the identity node, then added to the residual one — ``a + (b + c)`` instead of
-  ``(a + b) + c``, one ULP of drift per step;
-- in-place modules: ``nn.ReLU(inplace=True)`` applied to an alias rewrites the alias's history, not
-  the user's tensor's, so gradients would skip the ReLU.
-
-So the capture notes, when the call starts, the autograd sequence number and each input's gradient
-edge (the node and output slot its gradient flows into). When the call ends it walks back from the
-outputs (and from inputs mutated in place) through the nodes created during the call; those with an
-edge to an input's old edge are the call's *consumers* of that input. A post-hook on each consumer sees
-exactly the gradient it sends to the input; a hook on each output tensor sees the gradient flowing
-into the call. Hooks only read, so the numbers of the run do not change.
-
-Every recorded call comes through here (``tools/bench/percall.py`` measures the cost), so a capture
-keeps few objects: what it keeps lives from the forward to the backward, survives the garbage
-collector's young generations and brings the collections of the older ones sooner. Its hooks are one
-small object each, a consumer's edges a tuple of integers (which the collector stops tracking), and the
-state of a backward pass is made when the pass's first gradient arrives.
+The capture only *watches* the graph the call built: at the call's start it notes autograd's sequence
+number and each input's gradient edge; at its end it walks back from the outputs to the nodes made during
+the call that feed an input (its *consumers*) and puts read-only hooks on them and on the outputs, so the
+run's numbers cannot change. Why not an identity node or full backward hooks, and what an entry holds:
+docs/pytorch/dump.md#backward-entries. Every recorded call comes through here, so a capture keeps few,
+small objects (``tools/bench/percall.py`` measures the cost): they live from the forward to the backward.
 """
 
 from __future__ import annotations
