@@ -1,21 +1,8 @@
 """The user mapping files of msprobe 1.1.1's cross-framework compare: ``-am``, ``-cm``, ``-dm``, ``-lm``.
 
-All four are small YAML files of one fixed shape each. Rather than a YAML library, :func:`load_yaml`
-reads the subset they use: block mappings and block sequences nested by indentation, ``- key: value``
-items, flow lists (``[0, 1]``), plain, single- and double-quoted scalars, integers, ``#`` comments.
-Anything else (anchors, multi-line strings, flow mappings, tabs) is an error naming the file and line.
-
-Spellings accepted, besides what 1.1.1 documents (decided from what its code reads):
-
-- ``-am``: one mapping (the documented form) or a list of them (what 1.1.1's code iterates over);
-  ``ms_outputs``/``pt_outputs`` (documented) or ``ms_output``/``pt_output`` (read by its code);
-  ``ms_args``/``pt_args`` may be left out (the argument positions then stay as they are).
-- ``-cm``: ``fc2.Dense: fc2.Linear`` (documented), also with the ``Cell.``/``Module.`` prefix written out.
-- ``-dm``: ``npu name: bench name`` per line, entry or row names (read by
-  :func:`msprobe.core.compare.reader.read_mapping`, shared with same-framework compares).
-- ``-lm``: ``{Layer class: {MindSpore attribute: PyTorch attribute}}``; the model itself is ``TopLayer``
-  (1.1.1 spells it ``Cell`` in older files: both are read). A key may also be the attribute name of
-  the containing layer (1.1.1's example maps ``layers: {'5': '0'}``).
+All four are small YAML files of one fixed shape each, so rather than a YAML library :func:`load_yaml` reads
+the subset they use, and anything else is an error naming the file and line. Which spellings are accepted
+besides what 1.1.1 documents (decided from what its code reads): docs/cross_framework_compare.md#111s-mapping-files.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """The numbers of a comparison, in float64 over every element, never rounded.
 
-Definitions (checked against direct numpy computations in the tests):
-
-- elements where both sides hold the same non-finite value (NaN and NaN, +inf and +inf) are left
-  out of every metric; positions where only one side is non-finite, or the two differ, are
-  counted and make the row fail;
-- Cosine = (n·b) / (‖n‖‖b‖); 1.0 when both sides are all zeros, undefined (None) when only one is
-  or when there is a single element (the sign is all a cosine could say);
-- MaxAbsErr = max |n − b|; relative error = |n − b| / |b|, taken as 0 where both are 0 and as
-  +inf where only the bench is 0; MaxRelativeErr is its maximum;
-- One Thousandth / Five Thousandths Err Ratio = fraction of elements with relative error < 0.001 /
-  < 0.005;
-- for the first-divergence rule (:mod:`msprobe.core.compare.rounding`): ``diff_norm`` = ‖n − b‖ and
-  ``scale_norm`` = max(‖n‖, ‖b‖), L2 norms over the elements finite on both sides.
-
-Integer and bool tensors are compared as float64 (exact below 2**53); complex tensors by modulus.
+Cosine, MaxAbsErr, MaxRelativeErr and the thousandth ratios as 1.1.1 names them, with the cases it left open
+(non-finite elements, all-zero sides, a single element) decided in docs/compare.md#metrics; plus, for the
+first-divergence rule (:mod:`msprobe.core.compare.rounding`), ``diff_norm`` = ‖n − b‖ and ``scale_norm`` =
+max(‖n‖, ‖b‖), L2 norms over the elements finite on both sides.
 """
 
 from __future__ import annotations

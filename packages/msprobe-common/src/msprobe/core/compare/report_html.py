@@ -1,20 +1,10 @@
 """compare_result_*.html: one self-contained file (no network) that starts with the answer.
 
-Order of the page: the first divergence with its stack and the rule that chose it, the replay
-attribution of the suspects when ``--attribute`` was given (the chain inherited → local), the optimizer
-entries that differ beyond rounding, the worst rows, a chart of Cosine and relative error along
-execution order (inline SVG), then the full table, sortable by clicking a column and filterable by
-text or by failing rows; its last column, "Rounding excess", is each row's difference over what
-rounding explains (above 1: beyond rounding, see :mod:`.rounding`). The rows are embedded as a
-JavaScript literal (which, unlike JSON, can hold NaN and Infinity) written by
-:func:`~.escape.script_literal`, so no name in it can end the script; every other name on the page
-is HTML-escaped.
-
-A browser chokes on a page of millions of rows, so the embedded table is capped (``HTML_MAX_ROWS``):
-past the cap it keeps the first divergence's rows, the worst rows, then highlighted rows, then the
-rest in execution order, shows each with its row number in the full report, and says that the
-xlsx/csv hold every row. The chart is likewise reduced to at most ``CHART_POINTS`` buckets, each
-drawn at its worst value so that a single bad row stays visible.
+The page runs from the first divergence (with the rule that chose it and, with ``--attribute``, the
+suspects' attribution) to the full table, as docs/compare.md#reports describes. Rows are embedded as a
+JavaScript literal (:func:`~.escape.script_literal`: NaN and Infinity survive, no name can end the script),
+every other name is HTML-escaped, and the table (``HTML_MAX_ROWS``) and chart (``CHART_POINTS``) are capped
+so a browser can open the report of any dump, keeping the rows that matter first.
 """
 
 from __future__ import annotations

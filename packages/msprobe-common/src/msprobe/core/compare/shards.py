@@ -1,20 +1,11 @@
 """Merge the rank dumps of a sharded run (tensor or pipeline parallel) into one rank-like dump before alignment.
 
-A tensor-parallel rank records the shard it holds. To compare the run against the same model on fewer
-ranks, each argument is rebuilt as the whole tensor it is a piece of, and the merged dump goes through
-the usual pipeline, so reports, the first divergence, the HTML and the graph all see whole tensors
-(docs/pytorch/distributed_compare.md). Two sources say how a value is placed:
-
-- the ``dtensor`` member a DTensor's value carries (its placements on its device mesh): exact;
-- otherwise the shape rule against the other run's value of the same row: equal local shapes on every
-  rank of the group are replicas; local shapes that differ from the other run's in one dimension only,
-  whose sizes add up to it, are shards concatenated there in rank order.
-
-Statistics merge exactly for shards (max, min, count-weighted mean, root of summed squares); replicas
-keep the lowest rank's, and a replica the ranks disagree on is marked. A ``Partial`` value's statistics
-cannot be derived from the ranks' statistics: they are left out (the row is not judged on them) and the
-row says why. In tensor dumps the whole array is rebuilt from the rank files when a worker loads it
-(a :data:`Source` tree: files joined along an axis or reduced elementwise).
+Each argument is rebuilt as the whole tensor it is a piece of, placed by its ``dtensor`` member (exact) or
+by the shape rule against the other run's row, so reports, the first divergence and the graph all see whole
+tensors. Statistics merge exactly for shards, replicas keep the lowest rank's, ``Partial`` statistics are
+left out; tensor dumps rebuild the array when a worker loads it (a :data:`Source` tree). The rules:
+docs/pytorch/distributed_compare.md#where-the-layout-comes-from and
+docs/pytorch/distributed_compare.md#what-the-merged-numbers-are.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """The model's hierarchy from one dump: which node sits inside which.
 
-Parents come from ``construct.json`` (levels L0 and mix). A backward entry whose parent is missing
-there (msprobe 1.1.1 writes ``null`` for most of them) goes under the backward twin of its forward
-twin's parent, so ``Functional.linear.0.backward`` sits in ``Module.fc.Linear.backward.0`` next to
-where its forward sits in ``Module.fc.Linear.forward.0``.
-
-An L1 dump has no module entries and an empty construct.json. Rather than a graph of one root (what
-1.1.1 draws), each API is placed by its stack: every frame of a ``forward`` (PyTorch) or ``construct``
-(MindSpore) method becomes a group node, and consecutive APIs whose stacks share that frame's call
-(same callers, same file and method) share the group. This is approximate: two calls of one layer from
-the same source line in a row (a loop over identical layers) merge into one group, and a group is
-named after the file of its method (``Module.linear.forward.0``), not the module's attribute path,
-which the stack does not hold. Without a stack, APIs stay in call order under the root.
-
-At the root, runs of two or more consecutive APIs are gathered into ``Apis_Between_Modules.{n}``
-nodes, as 1.1.1 does, so the first view shows modules rather than hundreds of APIs.
+Parents come from ``construct.json`` (L0, mix), a backward entry without one goes beside its forward twin's
+place, an L1 dump is grouped by the ``forward``/``construct`` frames of its stacks (approximate), and runs of
+APIs at the root become ``Apis_Between_Modules.{n}`` as in 1.1.1: docs/graph.md#how-the-tree-is-built.
 """
 
 from __future__ import annotations
