@@ -127,12 +127,16 @@ def test_multi_run_ut_and_stage2(dumps, tmp_path: Path, dtype: str, task: str) -
     assert apis and not [r for r in apis if "error" in (r["Forward Test Success"], r["Backward Test Success"])]
 
 
-@pytest.mark.parametrize("model", ["vit", "bert"])
-def test_key_bias_gradients_that_cancel_to_zero_are_not_errors(tmp_path: Path, model: str) -> None:
-    """Softmax ignores a shift of a row's scores, so the key projection's bias gradient is exactly zero: both
-    sides are rounding noise, whose cosine similarity was judged an error (docs/run_ut.md)."""
-    rank = dump_one_step(SPECS[model], tmp_path / "dump", "tensor", "L1", None, None)
+@pytest.mark.parametrize("model", ["vit", "bert", "hf_resnet", "inplace_resnet"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_the_other_zoo_models_replay_without_an_error(tmp_path: Path, model: str, dtype: str) -> None:
+    """Every clean zoo model replays without an error. In ViT and BERT, softmax ignores a shift of a row's
+    scores, so the key projection's bias gradient is exactly zero: both sides are rounding noise, whose cosine
+    similarity was judged an error (docs/run_ut.md#gradients-that-cancel-to-zero)."""
+    rank = dump_one_step(SPECS[model], tmp_path / "dump", "tensor", "L1", DTYPES[dtype], None)
     result = run_ut(rank / "dump.json", tmp_path / "out")
     assert [(r.name, r.backward, r.message) for r in result.rows if "error" in (r.forward, r.backward)] == []
-    key_bias = [o for r in result.rows for o in r.outputs if o.name == "Functional.linear.1.backward.output.2"]
-    assert len(key_bias) == 1 and "cancelled_distance" in key_bias[0].verdict.metrics
+    assert len([r for r in result.rows if r.forward != "SKIP"]) >= 20
+    if model in ("vit", "bert") and dtype == "fp32":
+        key_bias = [o for r in result.rows for o in r.outputs if o.name == "Functional.linear.1.backward.output.2"]
+        assert len(key_bias) == 1 and "cancelled_distance" in key_bias[0].verdict.metrics
