@@ -1,20 +1,12 @@
 """Keep the garbage collector's full collections off the user's heap while msprobe captures.
 
-Every captured call allocates some Python objects (its call, records, hooks); enough of them surviving
-young collections makes CPython run a full collection, which walks every object of the process — a
-framework and a model are hundreds of thousands of them, 0.1–0.3 s per walk measured here. Those walks
-are the tool's cost paid by the training step: on a model of tiny ops they were about a third of the
-debugger's time per call.
-
-While capture is on, :class:`FrozenHeap` moves the objects that existed before it to the collector's
-permanent generation (:func:`gc.freeze`), so a collection walks only what was created since; at stop they
-go back to the oldest generation (:func:`gc.unfreeze`), where the next full collection finds them as it
-would have. What changes for the user's program: cyclic garbage among objects older than ``start()``
-is reclaimed after ``stop()`` rather than during the step. Nothing is reclaimed that would not have
-been, and no number of the run changes.
-
-A process that uses :func:`gc.freeze` itself (a non-zero freeze count at start) or runs with the
-collector disabled is left alone: unfreezing would undo its own freeze.
+Objects a captured call allocates make CPython run full collections, each a walk of every object of the
+process (0.1–0.3 s with a framework and a model loaded): the tool's cost paid by the training step. While
+capture is on, :class:`FrozenHeap` moves the objects older than ``start()`` to the permanent generation
+(:func:`gc.freeze`) and gives them back at stop (:func:`gc.unfreeze`), so cyclic garbage among them is
+reclaimed after ``stop()`` rather than during the step, and no number changes. A process that froze objects
+itself, or disabled the collector, is left alone. Measured:
+docs/performance.md#round-2-2026-12-03-later-entries-as-text-old-objects-out-of-the-collectors-walks.
 """
 
 from __future__ import annotations

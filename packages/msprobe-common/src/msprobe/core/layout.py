@@ -1,18 +1,11 @@
 """The step directories of a dump (docs/pytorch/dump.md#output-layout) and the rules that two runs never mix
 (docs/pytorch/dump.md#durability-the-training-run-always-goes-on).
 
-A *run* is one debugger in one process, from its construction until it finishes (or, without a
-debugger, the process). Each rank of a distributed job is a process of its own and writes only its own
-``step{N}/rank{R}`` directories, so the ranks of one job share a dump_path and two jobs cannot:
-
-- **One writer per rank directory.** A run holds ``{dump_path}/.msprobe-rank{R}.lock`` under ``flock``
-  with its pid and host inside. Another process that asks for the same rank gets :class:`DumpPathBusy`
-  naming the holder (the debugger turns that into a ConfigError at construction). The kernel drops the
-  lock when its holder dies, so a crashed run blocks nothing; a run that finishes removes the file.
-- **Earlier runs are moved aside, never mixed in.** The first time a run writes a rank directory name,
-  every non-empty ``step{N}/rank{R}`` already there was left by an earlier run: each one (not only the
-  steps the new run will write) is renamed to ``rank{R}.moved-{timestamp}`` inside its step directory,
-  never deleted, and the log says where they went. Later writes of the same run continue its own files.
+A *run* is one debugger in one process; each rank of a job is a process that writes only its own
+``step{N}/rank{R}`` directories. So a run holds ``{dump_path}/.msprobe-rank{R}.lock`` under ``flock`` (a
+second holder gets :class:`DumpPathBusy`; the kernel drops the lock of a dead process), and the first time
+it writes a rank directory name it renames every non-empty one an earlier run left to
+``rank{R}.moved-{timestamp}``, never deleting one (:func:`claim_step_dir`).
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Which torch callables are APIs msprobe records, and under which ``Prefix.api`` name.
 
 ``TorchFunctionMode`` hands us the callable object that was called (``torch.add``, ``F.relu``,
-``TensorBase.add``...). We map each object to its name once, by walking the namespaces users call:
-
-- ``Torch``      public functions of ``torch``, ``torch.linalg``/``fft``/``special`` (``Torch.linalg.norm``)
-- ``Tensor``     methods of ``torch.Tensor`` including operator dunders (``Tensor.__add__``)
-- ``Functional`` ``torch.nn.functional`` (wins over ``Torch`` for the same object, e.g. ``conv2d``,
-  because that is how modules call it and how msprobe 1.1.1 names it)
-- ``VF``         the recurrent kernels of ``torch._VF`` that ``nn.RNN/GRU/LSTM`` call
-- ``NPU``        public functions of ``torch_npu`` when it imports (only on Ascend machines)
-
-The rule for what is *not* recorded: calls that only query metadata or wire up autograd and compute no
-tensor (``dim``, ``size``, ``numel``, ``is_contiguous``, property getters like ``.shape``/``.grad``,
-``__repr__``, ``backward``, ``register_hook``, ...). Everything else in those namespaces is recorded.
-``__bool__``/``__int__``/``__float__``/``item`` are recorded: they read a value (msprobe 1.1.1 dumps
-``Tensor.__bool__`` too). The dtype shorthands ``.float()``, ``.half()``... are not recorded, as in
-1.1.1; ``.to(dtype)`` is.
+``TensorBase.add``...), so each object is mapped to its name once, by walking the namespaces users call:
+``Torch`` (with ``linalg``, ``fft``, ``special``), ``Tensor`` (operator dunders included), ``Functional``
+(wins over ``Torch`` for the same object, as modules call it and msprobe 1.1.1 names it), ``VF`` and, when
+torch_npu imports, ``NPU``. Calls that only query metadata or wire up autograd are not APIs. What is
+recorded and what is not: docs/pytorch/dump.md#tasks-and-levels.
 """
 
 from __future__ import annotations
