@@ -31,13 +31,15 @@ from msprobe.core.tree import tensors_in
 # ---------------------------------------------------------------------------------------------- adapter
 
 
-@dataclass(frozen=True)
+@dataclass
 class StatsHandle:
-    """Statistics "in flight". Host memory has no device to wait for, so they are computed at once (as
+    """Statistics "in flight". Host memory has no device to wait for, so they are ``computed`` at once (as
     both real adapters do for CPU tensors); the handle only lets the tests see how the collector batches
-    its :meth:`NumpyTensorAdapter.fetch` calls."""
+    its :meth:`NumpyTensorAdapter.fetch` calls. Like the real adapters' pending handles, its ``stats`` are
+    ``None`` until fetched."""
 
-    stats: TensorStats
+    computed: TensorStats
+    stats: TensorStats | None = None
 
 
 class NumpyTensorAdapter:
@@ -66,6 +68,8 @@ class NumpyTensorAdapter:
 
     def fetch(self, handles: list[StatsHandle]) -> list[TensorStats]:
         self.fetch_sizes.append(len(handles))
+        for handle in handles:
+            handle.stats = handle.computed
         return [handle.stats for handle in handles]
 
     def checksum(self, tensor: np.ndarray, remember: bool = False) -> str:

@@ -107,7 +107,9 @@ class TensorAdapter(Protocol):
         """dtype, shape, requires_grad — no statistics, no host synchronisation."""
 
     def stats(self, tensor: Any) -> Any:
-        """Launch the statistics of ``tensor`` on its device and return a handle; must not sync."""
+        """Launch the statistics of ``tensor`` on its device and return a handle; must not sync. The
+        handle is the :class:`~msprobe.core.dump.records.TensorStats` themselves when they are known at
+        once, else a pending handle whose ``stats`` is ``None`` until :meth:`fetch` resolves it."""
 
     def capture(self, tensor: Any, remember: bool = False) -> tuple[TensorRecord, Any]:
         """``(describe(tensor), stats(tensor))``: what the encoder asks for every tensor it keeps.

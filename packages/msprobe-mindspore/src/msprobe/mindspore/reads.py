@@ -32,6 +32,11 @@ class PendingRead:
         self.tensor: mindspore.Tensor | None = tensor
         self.result: HostCopy | TensorStats | None = None
 
+    @property
+    def stats(self) -> TensorStats | None:
+        """The statistics once read and reduced (``None`` until then), as every pending handle has them."""
+        return self.result.stats if isinstance(self.result, HostCopy) else self.result
+
 
 _pending: list[PendingRead] = []
 _pending_bytes = 0

@@ -5,14 +5,15 @@ float64 numbers per tensor (a :class:`StatsHandle`), or copy a small tensor ther
 group at the fetch (a :class:`DeviceCopy`), and bring many rows to the host in one transfer:
 :meth:`StatsAdapterBase.fetch` keeps the order of a batch mixing such handles with host copies
 (:mod:`msprobe.core.dump.host_stats`) and statistics already known, and :func:`stats_from_row` reads a row
-back.
+back. Every pending handle has ``stats``: ``None`` until its batch is fetched, so the encoder asks a handle
+whether it is resolved instead of knowing its type.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from msprobe.core.dump.host_stats import HostCopy, resolve_copies
@@ -26,10 +27,12 @@ STAT_COUNT = 6
 @dataclass
 class StatsHandle:
     """Statistics in flight: ``values`` is a framework tensor of :data:`STAT_COUNT` float64 numbers
-    still on its device; ``is_bool`` selects the any/all reading of max/min."""
+    still on its device; ``is_bool`` selects the any/all reading of max/min. ``stats`` is set when fetched
+    (the device values are then let go), so a repeat of an unchanged tensor shares it."""
 
     values: Any
     is_bool: bool = False
+    stats: TensorStats | None = field(default=None, init=False, compare=False)
 
 
 def stats_from_row(row: Sequence[float], is_bool: bool = False) -> TensorStats:
@@ -88,20 +91,24 @@ class StatsAdapterBase:
         """The statistics of ``handles`` in their order: the :class:`HostCopy` arrays are reduced in
         stacks; the :class:`DeviceCopy` copies are reduced per group on their devices, and their rows go
         to the host with the :class:`StatsHandle` values in one :meth:`transfer`; statistics that were
-        computed on the host already are kept as they are."""
+        computed on the host already are kept as they are. A handle met twice is resolved once."""
         resolve_copies([h for h in handles if isinstance(h, HostCopy)])
         groups: dict[tuple, dict[int, DeviceCopy]] = {}  # unresolved copies by key, each once, in order
+        rowed: dict[int, StatsHandle] = {}  # unresolved handles, each once, in order
         for h in handles:
             if isinstance(h, DeviceCopy) and h.stats is None:
                 groups.setdefault(h.key, {})[id(h)] = h
+            elif isinstance(h, StatsHandle) and h.stats is None:
+                rowed[id(h)] = h
         values = [self.reduce_copies([copy.values for copy in group.values()], key) for key, group in groups.items()]
-        values += [h.values for h in handles if isinstance(h, StatsHandle)]
+        values += [h.values for h in rowed.values()]
         rows = iter(self.transfer(values) if values else ())  # the copies' rows first, then the handles'
         for group in groups.values():
             for copy in group.values():
                 copy.stats, copy.values = stats_from_row(next(rows)), None
-        return [h if isinstance(h, TensorStats) else h.stats if isinstance(h, (HostCopy, DeviceCopy))
-                else stats_from_row(next(rows), h.is_bool) for h in handles]
+        for h in rowed.values():
+            h.stats, h.values = stats_from_row(next(rows), h.is_bool), None
+        return [h if isinstance(h, TensorStats) else h.stats for h in handles]
 
     def transfer(self, values: list[Any]) -> Sequence[Sequence[float]]:
         """Device values of :data:`STAT_COUNT` numbers each, or of a multiple of it (a group's rows from

@@ -30,8 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.core.dump.device_stats import DeviceCopy
-from msprobe.core.dump.host_stats import HostCopy
 from msprobe.core.dump.json_files import quoted
 from msprobe.core.dump.records import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.events import TensorAdapter
@@ -141,10 +139,11 @@ class EntryEncoder:
             if not adapter.is_tensor(item):
                 return adapter.encode_other(item)
             record, stats = adapter.capture(item, produced)
-            if isinstance(stats, TensorStats):
-                record.stats = stats  # computed on the host already (a CPU run): nothing to wait for
-            elif isinstance(stats, (HostCopy, DeviceCopy)) and stats.stats is not None:
-                record.stats = stats.stats  # an unchanged tensor seen again, its batch already fetched
+            # statistics computed at once (a large host tensor), or a pending handle's once its batch was
+            # fetched (an unchanged tensor seen again): nothing to wait for
+            known = stats if isinstance(stats, TensorStats) else stats.stats
+            if known is not None:
+                record.stats = known
             else:
                 handles.append((record, stats))
             if self.with_md5:
