@@ -1,0 +1,214 @@
+"""``--engine ray`` (docs/scale.md): compare gives the rows ``--engine local`` gives, on a Ray started in this
+process and on a loopback cluster started with ``ray start``; an unreachable cluster ends the command fast
+with exit code 2; a worker killed mid-run is retried and nothing is lost or written twice.
+
+One Ray per module (starting one takes seconds): ``local_ray`` for the in-process runs, ``cluster`` (a head
+node on 127.0.0.1) for the command run in a subprocess, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from msprobe.core.compare import CompareOptions
+from msprobe.core.compare.distributed import compare_steps
+from msprobe.core.compare.tensorfile import load_npy
+from msprobe.core.engine import EngineChoice
+
+ray = pytest.importorskip("ray")
+sys.path.insert(0, str(Path(__file__).parent))  # test_compare_engine's dump writer (importlib mode)
+from test_compare_engine import write_dump  # noqa: E402
+
+RANKS = 4
+CALLS = 20  # forward calls per rank: 40 tensor pairs, several Ray tasks per rank
+DIVERGES_AT = {1: 15, 2: 3, 3: 9}  # rank → the call whose output the NPU side gets wrong; rank 0 agrees
+TASKS = ("tensor", "statistics")
+CLI = ("-m", "msprobe.core", "-f", "mindspore", "compare")  # `msprobe -f mindspore compare`: .npy tensor files
+
+
+def _dumps(root: Path, task: str) -> Path:
+    """npu/step0 and bench/step0 of RANKS ranks; returns compare.json of the two steps."""
+    rng = np.random.default_rng(7)
+    for rank in range(RANKS):
+        bench, npu = [], []
+        for i in range(CALLS):
+            x = rng.standard_normal((4, 8)).astype(np.float32)
+            y = np.tanh(x)
+            bench.append((f"Torch.tanh.{i}.forward", [x], [y]))
+            npu.append((f"Torch.tanh.{i}.forward", [x], [-y if DIVERGES_AT.get(rank) == i else y]))
+        write_dump(root / task / "npu" / "step0" / f"rank{rank}", npu, task=task)
+        write_dump(root / task / "bench" / "step0" / f"rank{rank}", bench, task=task)
+    config = root / task / "compare.json"
+    config.write_text(json.dumps({"npu_path": str(root / task / "npu" / "step0"),
+                                  "bench_path": str(root / task / "bench" / "step0")}))
+    return config
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("ray_compare")
+    return {task: _dumps(root, task) for task in TASKS}
+
+
+def _compare(config: Path, out: Path, *flags: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *CLI, "-i", str(config), "-o", str(out), *flags], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _reports(out: Path) -> dict[str, str]:
+    """Every CSV the compare wrote (one per rank, the summary), by name without its timestamp, with the
+    summary's report paths made relative."""
+    found = {}
+    for path in sorted(out.glob("*.csv")):
+        text = path.read_text(encoding="utf-8").replace(str(out), "OUT")
+        found[re.sub(r"_\d{14}", "", path.name)] = re.sub(r"_\d{14}", "", text)
+    return found
+
+
+@pytest.fixture(scope="module")
+def local_reports(dumps: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    """The local engine's reports of each task (two worker processes)."""
+    reports = {}
+    for task, config in dumps.items():
+        out = tmp_path_factory.mktemp(f"local_{task}")
+        done = _compare(config, out, "-j", "2")
+        assert done.returncode == 0, done.stderr
+        reports[task] = _reports(out)
+        assert len(reports[task]) == RANKS + 1 and "rank 2 diverged first" in done.stderr
+    return reports
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_AUTH_MODE", "disabled")  # ray.init would set it for the rest of the test session
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+        yield
+        ray.shutdown()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A Ray head node on loopback, as ``ray start`` runs it on a cluster's head, with token authentication
+    (Ray's default) whose token the command finds in its environment, as a cluster's users are told to.
+    Yields (address, environment). Stopped at teardown by its process group: ``ray stop`` would stop every
+    Ray of the machine."""
+    port = _free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    head = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", "--head", "--node-ip-address",
+                             "127.0.0.1", "--port", str(port), "--num-cpus", "2", "--include-dashboard=false",
+                             "--disable-usage-stats", "--temp-dir", str(tmp_path_factory.mktemp("ray_head"))],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # its processes stay in the group whose id is head.pid
+    try:
+        output, _ = head.communicate(timeout=120)
+        assert head.returncode == 0, output
+        yield f"127.0.0.1:{port}", env
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_local_ray_gives_the_local_rows(task, dumps, local_reports, local_ray, tmp_path):
+    result = compare_steps(Path(dumps[task]).parent / "npu" / "step0", Path(dumps[task]).parent / "bench" / "step0",
+                           tmp_path, load_npy, CompareOptions(progress=False, engine=EngineChoice("ray")))
+    assert result.first_rank == 2
+    assert _reports(tmp_path) == local_reports[task]
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_loopback_cluster_gives_the_local_rows(task, dumps, local_reports, cluster, tmp_path):
+    address, env = cluster
+    done = _compare(dumps[task], tmp_path, "--engine", "ray", "--ray-address", address, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "rank 2 diverged first" in done.stderr
+    assert _reports(tmp_path) == local_reports[task]
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_unreachable_cluster_is_exit_2_within_a_minute_naming_it(how, dumps, tmp_path):
+    address = f"127.0.0.1:{_free_port()}"  # nobody listens there
+    flags = ("--engine", "ray") + (("--ray-address", address) if how == "flag" else ())
+    env = {**os.environ, "MSPROBE_RAY_ADDRESS": address}
+    started = time.monotonic()
+    done = _compare(dumps["statistics"], tmp_path / "out", *flags, env=env)
+    assert done.returncode == 2 and time.monotonic() - started < 60
+    errors = [line for line in done.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and address in errors[0], done.stderr
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_ray_address_without_the_ray_engine_is_exit_2(dumps, tmp_path):
+    done = _compare(dumps["statistics"], tmp_path, "--ray-address", "auto")
+    assert done.returncode == 2 and "--ray-address" in done.stderr and "allowed only with --engine ray" in done.stderr
+
+
+KILL_AT = "Torch.tanh.12.forward.output.0.npy"
+
+
+def dies_once(path: Path, spec) -> np.ndarray:
+    """The .npy loader, except that the first worker to load KILL_AT (NPU side, rank 1) records its pid and
+    waits to be killed; the task's retry finds the record and loads the file."""
+    marker = path.parents[4] / "killed.pid"
+    if path.name == KILL_AT and path.parts[-3] == "rank1" and path.parts[-5] == "npu":
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            pass
+        else:
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            time.sleep(120)
+    return load_npy(path, spec)
+
+
+def _kill_when_recorded(marker: Path, killed: list[int]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if marker.is_file() and marker.read_text():
+            pid = int(marker.read_text())
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            return
+        time.sleep(0.05)
+
+
+def test_a_worker_killed_mid_run_is_retried_and_nothing_is_lost_or_written_twice(dumps, local_reports, local_ray,
+                                                                                 tmp_path):
+    root = Path(dumps["tensor"]).parent
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import a test module
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_when_recorded, args=(root / "killed.pid", killed))
+    killer.start()
+    try:
+        compare_steps(root / "npu" / "step0", root / "bench" / "step0", tmp_path, dies_once,
+                      CompareOptions(progress=False, engine=EngineChoice("ray")))
+    finally:
+        killer.join()
+        (root / "killed.pid").unlink(missing_ok=True)
+    assert killed and killed[0] != os.getpid()
+    assert _reports(tmp_path) == local_reports["tensor"]
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 3 * RANKS + 1 and all(re.fullmatch(r"compare_(result_rank\d|summary)_\d{14}\.\w+", n)
+                                               for n in names), names
