@@ -35,7 +35,7 @@ MODES = {
 }
 DISK_ALONE = "bare + tensor L1's files, plain writes"
 
-# The ratios issue 16 asks for (SPEC 10 allows tensor 5×).
+# The ratios issue 16 asks for (docs/performance.md#targets allows tensor 5×).
 TARGETS = {
     "idle (loaded, step not selected)": 1.02, "statistics L1": 1.5, "statistics mix": 1.7, "md5 L1": 2.0,
     "tensor L1": 4.0,

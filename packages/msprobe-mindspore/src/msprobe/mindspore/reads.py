@@ -2,11 +2,11 @@
 
 PyNative runs operators in MindSpore's executor threads, and any host read of any tensor waits until
 everything queued is done: about 0.1–1 ms per read whatever the tensor, which was most of msprobe's cost
-per call (docs/performance.md#round-6). So a read is noted at the call (:func:`note`) and made later with
-every other pending read after one such wait (:func:`settle`): at the batch's fetch, and before anything may
-change a noted tensor in place. MindSpore tensors carry no version counter, so what keeps a late read equal
-to what the call saw is that every in-place path settles first (:mod:`msprobe.mindspore.hooks.guards`).
-The queue is the process's, like the executor it waits for.
+per call (docs/performance.md#round-6-2026-12-04-mindspore-reads-in-batches). So a read is noted at the
+call (:func:`note`) and made later with every other pending read after one such wait (:func:`settle`): at
+the batch's fetch, and before anything may change a noted tensor in place. MindSpore tensors carry no
+version counter, so what keeps a late read equal to what the call saw is that every in-place path settles
+first (:mod:`msprobe.mindspore.hooks.guards`). The queue is the process's, like the executor it waits for.
 """
 
 from __future__ import annotations

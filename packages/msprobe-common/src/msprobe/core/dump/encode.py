@@ -1,25 +1,10 @@
-"""The framework-free half of the dump.json value encoder (the value table of SPEC 4.4).
+"""The framework-free half of the dump.json value encoder, and the entries waiting for their statistics.
 
-A framework hands :func:`encode_value` a ``leaf`` hook that knows its tensors, dtypes, devices and
-process groups; everything Python itself defines is encoded here once, so both frameworks write
-scalars, slices and containers identically. Values are written the way msprobe 1.1.1 writes them,
-because its compare and analysis tools read these files:
-
-======================  ==============================================================
-Python value            dump.json value
-======================  ==============================================================
-bool / int / float/str  ``{"type": "bool"|"int"|"float"|"str", "value": v}``
-numpy scalar            ``{"type": "float64"|"int64"|"bool_"|..., "value": v}`` (Python value)
-slice                   ``{"type": "slice", "value": [start, stop, step]}`` (ints or null)
-Ellipsis                ``{"type": "ellipsis", "value": "..."}``
-None                    ``null``
-list / tuple            list, element by element
-dict                    object, key by key
-anything else           ``null``, logged once per type
-======================  ==============================================================
-
-:class:`EntryEncoder` applies this to the arguments and outputs of a call and owns their statistics
-until they reach the host: a whole batch of entries waits for one transfer.
+A framework hands :func:`encode_value` a ``leaf`` hook that knows its tensors, dtypes, devices and process
+groups; everything Python itself defines (scalars, numpy scalars, slices, ``...``, ``None``, containers) is
+encoded here once, so both frameworks write it identically, as msprobe 1.1.1 writes it: the value table of
+docs/dump_format.md#values. :class:`EntryEncoder` applies it to a call's arguments and outputs and holds the
+entries until one transfer brings a whole batch's statistics to the host.
 """
 
 from __future__ import annotations
