@@ -68,11 +68,12 @@ class RayEngine:
     def __init__(self, ray: Any) -> None:
         self._ray = ray
         self._task = ray.remote(num_cpus=1, max_retries=RETRIES)(_run_batch)
+        self._isolated = ray.remote(num_cpus=1, max_retries=RETRIES, max_calls=1)(_run_batch)  # a fresh process
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *, chunksize: int | None = None,
             isolated: bool = False, serial_below: int = 0) -> Iterator[Any]:
         size = chunksize or batch_size(len(items), int(self._ray.cluster_resources().get("CPU", 1)))
-        task = self._task.options(max_calls=1) if isolated else self._task
+        task = self._isolated if isolated else self._task
         fn_ref = self._ray.put(fn)
         refs = [task.remote(fn_ref, items[start:start + size]) for start in range(0, len(items), size)]
         return self._gather(refs)

@@ -1,0 +1,149 @@
+"""``multi_run_ut --engine ray`` (docs/scale.md): one rank's APIs partitioned over Ray workers give the rows the
+local processes give, on a Ray started for the run and on a loopback cluster; ``-csv_path`` resumes a local
+run on Ray; a part whose worker is killed mid-run is re-run from an empty folder, so no API is lost or
+reported twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_run_ut import _dump, _one, _rows
+
+from msprobe.core import cli
+from msprobe.core.engine import EngineChoice
+from msprobe.core.run_ut.parallel import run_parts
+from msprobe.core.run_ut.replay_common import rows_to_check
+from msprobe.pytorch.run_ut import multi
+from msprobe.pytorch.run_ut.replay import DEFAULT_SEED
+
+ray = pytest.importorskip("ray")
+
+_TEXT = ("API Name", "Bench Dtype", "DEVICE Dtype", "Shape", "Status", "Standard", "Stage1 Status")
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _dump(tmp_path_factory.mktemp("ray_run_ut_dump"), "tensor")
+
+
+def _report(folder: Path) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The result rows, and the details rows without their numbers: a part's error measures depend on its
+    process's thread count (Ray gives a one-CPU task one thread), which orders an fp32 reduction."""
+    details = _rows(_one(folder, "accuracy_checking_details_*.csv"))
+    return (_rows(_one(folder, "accuracy_checking_result_*.csv")),
+            [{key: row[key] for key in _TEXT} for row in details])
+
+
+@pytest.fixture(scope="module")
+def local(dump: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    out = tmp_path_factory.mktemp("local")
+    assert cli.main(["-f", "pytorch", "multi_run_ut", "-api_info", str(dump), "-o", str(out), "-n", "2"]) == 0
+    return _report(out)
+
+
+def test_a_ray_started_for_the_run_gives_the_local_rows(dump, local, tmp_path):
+    assert not ray.is_initialized()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_AUTH_MODE", "disabled")  # ray.init would set it for the rest of the test session
+        assert cli.main(["-f", "pytorch", "multi_run_ut", "-api_info", str(dump), "-o", str(tmp_path), "-n", "2",
+                         "--engine", "ray"]) == 0
+    assert not ray.is_initialized()  # shut down after the run
+    assert _report(tmp_path) == local and len(local[0]) >= 6
+    assert json.loads(_one(tmp_path, "accuracy_checking_summary_*.json").read_text())["parts"] == 2
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A token-authenticated Ray head on loopback (``ray start``), stopped by its process group."""
+    port = _free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    head = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", "--head", "--node-ip-address",
+                             "127.0.0.1", "--port", str(port), "--num-cpus", "2", "--include-dashboard=false",
+                             "--disable-usage-stats", "--temp-dir", str(tmp_path_factory.mktemp("ray_head"))],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        output, _ = head.communicate(timeout=120)
+        assert head.returncode == 0, output
+        yield f"127.0.0.1:{port}", env
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGKILL)
+
+
+def test_loopback_cluster_resumes_a_local_run(dump, local, cluster, tmp_path):
+    address, env = cluster
+    assert cli.main(["-f", "pytorch", "run_ut", "-api_info", str(dump), "-o", str(tmp_path)]) == 0
+    result = _one(tmp_path, "accuracy_checking_result_*.csv")
+    lines = result.read_text(encoding="utf-8").splitlines(keepends=True)
+    result.write_text("".join(lines[:4]), encoding="utf-8")  # header + 3 APIs: interrupted
+    done = subprocess.run([sys.executable, "-m", "msprobe.core", "-f", "pytorch", "multi_run_ut", "-api_info",
+                           str(dump), "-csv_path", str(result), "-n", "2", "--engine", "ray", "--ray-address",
+                           address], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert _report(tmp_path) == local  # the first three APIs from run_ut, the rest from the cluster, each once
+
+
+def dies_once(marker: Path, runner, part_dir: str, apis: list[str]) -> tuple[int, str | None]:
+    """The part runner, except that the first part to run leaves a half-written report in its folder,
+    records its pid and waits to be killed; the retry finds the record and runs."""
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return runner(part_dir, apis)
+    Path(part_dir).mkdir(parents=True)
+    (Path(part_dir) / "accuracy_checking_result_19990101000000.csv").write_text("API name\nTorch.bogus.0\n")
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    time.sleep(120)
+    raise AssertionError("not killed")
+
+
+def _kill_when_recorded(marker: Path, killed: list[int]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if marker.is_file() and marker.read_text():
+            killed.append(int(marker.read_text()))
+            os.kill(killed[0], signal.SIGKILL)
+            return
+        time.sleep(0.05)
+
+
+def test_a_part_killed_mid_run_is_rerun_from_an_empty_folder(dump, local, tmp_path):
+    marker = tmp_path / "killed.pid"
+    runner = functools.partial(multi._run_part, str(dump), {}, "cpu", False, DEFAULT_SEED, False)
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_when_recorded, args=(marker, killed))
+    killer.start()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_AUTH_MODE", "disabled")
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import a test module
+        try:
+            run_parts(functools.partial(dies_once, marker, runner), rows_to_check(dump, None, (), (), False),
+                      tmp_path / "out", parts=2, engine=EngineChoice("ray"))
+        finally:
+            killer.join()
+            ray.shutdown()
+    assert killed and killed[0] != os.getpid()
+    assert _report(tmp_path / "out") == local
