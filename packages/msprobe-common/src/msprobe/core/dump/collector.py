@@ -5,7 +5,7 @@ four parts with one job each: :class:`~msprobe.core.dump.encode.EntryEncoder` (e
 in batches), :class:`ModuleSpans` (construct.json parents and the selector's spans), :class:`TensorFiles`
 and :class:`StepOutput` (the writer's life), wired once by :class:`Parts`. A keep-policy is a small
 collector over them: :class:`DumpCollector` here, ``msprobe.core.overflow.OverflowCollector`` for overflows.
-Where this sits in the walk of a tensor: docs/architecture.md.
+Where this sits in the walk of a tensor: docs/architecture.md#the-walk-of-one-tensor-from-start-to-dumpjson.
 """
 
 from __future__ import annotations

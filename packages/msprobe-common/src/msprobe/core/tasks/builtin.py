@@ -2,7 +2,7 @@
 run_ut commands' config reader call :func:`load_builtin_tasks` before they read a config.json.
 
 The configuration never imports a task module (a task module imports the configuration's fields and
-rules), so it finds the tasks only in the registry (docs/architecture.md, "Tasks and kits").
+rules), so it finds the tasks only in the registry (docs/architecture.md#tasks-and-kits).
 """
 
 from __future__ import annotations

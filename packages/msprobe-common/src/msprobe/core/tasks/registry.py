@@ -3,7 +3,7 @@
 The configuration loader asks a task how to read its section and which cross-field rules apply; the
 debugger asks it to build what runs. Neither names a task. This module imports nothing of msprobe at
 run time (the configuration's types only for annotations), so the configuration can look tasks up
-while the task modules import the configuration (docs/architecture.md, "Tasks and kits").
+while the task modules import the configuration (docs/architecture.md#tasks-and-kits).
 """
 
 from __future__ import annotations
