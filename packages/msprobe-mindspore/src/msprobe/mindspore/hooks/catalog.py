@@ -1,19 +1,9 @@
 """Which MindSpore APIs msprobe intercepts, and under which prefix (docs/dump_format.md#entry-names).
 
-msprobe 1.1.1 shipped a hand-kept list of API names. We derive the list from the installed MindSpore
-instead, so that a new MindSpore version is covered without editing a list, with a short deny list for
-what is not a computation. The rule, per namespace:
-
-- ``Functional`` (``mindspore.ops``), ``Mint`` (``mindspore.mint``), ``MintFunctional``
-  (``mindspore.mint.nn.functional``): every public plain function of the namespace that MindSpore
-  implements in ``mindspore.ops`` / ``mindspore.mint``, except those of :data:`_NOT_API_MODULES`
-  (function transforms such as ``grad``/``vmap``, decorators, registries: wrapping ``ops.grad`` would
-  make a whole training step one "API") and the collectives (they are ``Distributed``).
-- ``Tensor``: every public method of ``mindspore.Tensor`` except :data:`_TENSOR_NOT_API` (conversions
-  to host, metadata queries, hook and storage management), plus the operator dunders of
-  :data:`_TENSOR_OPERATORS`.
-- ``Distributed``: the functions defined in ``mindspore.communication.comm_func`` and
-  ``mindspore.mint.distributed``, except set-up and queries (``init_*``, ``get_*``, ``is_*``, ...).
+The list is derived from the installed MindSpore rather than kept by hand (as msprobe 1.1.1 did), so a new
+MindSpore version is covered without editing it; short deny lists (:data:`_NOT_API_MODULES`,
+:data:`_TENSOR_NOT_API`) leave out what is not a computation. The rule per namespace:
+docs/mindspore/dump.md#pynative-levels-l0-l1-and-mix ("Which APIs").
 """
 
 from __future__ import annotations
