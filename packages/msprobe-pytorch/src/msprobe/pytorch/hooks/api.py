@@ -1,18 +1,11 @@
 """API interception through ``TorchFunctionMode``.
 
-A function mode is PyTorch's own hook for every overridable call (``torch.*``, ``Tensor`` methods,
-``torch.nn.functional``, ``torch._VF``): nothing is patched, so ``F.gelu is F.gelu`` holds, and when
-the mode is not on the stack the cost is zero. While the mode handles a call PyTorch takes it off the
-stack, so calls made inside that call (``cross_entropy`` → ``log_softmax``, ``backward`` → ``ones_like``)
-and calls our sink makes are never seen: only outermost calls are recorded. A backward pass is the
-exception: autograd's engine gives the nodes it runs the function modes that were on the stack when it
-started, and ``Tensor.backward`` starts it while the mode is off the stack, so the mode is put back
-around the engine's start (:func:`push_mode`). A recomputation inside the backward (reentrant
-checkpoint) is then seen; every other call there is autograd's and runs unrecorded (``recorder.py``).
-
-One thing the mode cannot see is which *spelling* of an operator was used: ``x + y`` arrives as
-``TensorBase.add``. While collecting we therefore put thin wrappers on the operator dunders of
-``torch.Tensor`` that only leave a name hint (``__add__``); their handle restores the originals on disable.
+A function mode is PyTorch's own hook for every overridable call: nothing is patched (``F.gelu is F.gelu``
+holds), an idle debugger costs nothing, and PyTorch takes the mode off the stack while it handles a call, so
+only outermost calls are seen. The mode is put back around autograd's engine start (:func:`push_mode`) so a
+checkpoint's recomputation is seen too (docs/pytorch/dump.md#activation-checkpointing), and thin wrappers on
+``torch.Tensor``'s operator dunders leave a name hint, since ``x + y`` arrives as ``TensorBase.add``
+(docs/pytorch/dump.md#tasks-and-levels).
 """
 
 from __future__ import annotations

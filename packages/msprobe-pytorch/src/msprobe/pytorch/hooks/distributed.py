@@ -1,19 +1,11 @@
-"""``torch.distributed`` collectives: the one place function modes cannot see, so they are wrapped.
+"""``torch.distributed`` collectives: the one place function modes cannot see, so they are wrapped while
+collecting (their handle puts the originals back).
 
-Collectives write into their tensor arguments, so the sink gets the inputs before the call (it
-snapshots what it needs) and, as the output, the tensor arguments as the call left them, read after it
-(docs/pytorch/distributed.md). An asynchronous call (``async_op=True``, ``isend``/``irecv``) is
-recorded when its work completes: the user gets a :class:`RecordedWork`, a real ``Work`` whose
-``wait()`` waits and then records, so nothing waits earlier than the user asked for.
-
-DDP's gradient all-reduce runs in its C++ reducer and never reaches these wrappers;
-:func:`ddp_bucket_hook` is the opt-in comm hook that records each gradient bucket around its reduction.
-
-A collective that a reentrant checkpoint's recomputation repeats during backward is not recorded again
-(``recorder.py``, docs/pytorch/dump.md "Activation checkpointing"); one that runs in a backward pass for
-its own sake (DDP, FSDP) is recorded as any other.
-
-Wrappers are installed on ``torch.distributed`` while collecting; their handle puts the originals back.
+A collective writes into its tensor arguments, so the sink gets the inputs before the call and, as the
+output, the tensor arguments as the call left them; an asynchronous one is recorded when the user waits on
+its work (:class:`RecordedWork`), never earlier. DDP's C++ reducer never reaches these wrappers:
+:func:`ddp_bucket_hook` is the opt-in comm hook for its gradient buckets. A collective a reentrant
+checkpoint repeats is not recorded again (``recorder.py``). The rules: docs/pytorch/distributed.md#collectives.
 """
 
 from __future__ import annotations
