@@ -212,3 +212,19 @@ def test_a_worker_killed_mid_run_is_retried_and_nothing_is_lost_or_written_twice
     names = sorted(p.name for p in tmp_path.iterdir())
     assert len(names) == 3 * RANKS + 1 and all(re.fullmatch(r"compare_(result_rank\d|summary)_\d{14}\.\w+", n)
                                                for n in names), names
+
+
+def test_graph_of_a_tensor_compare_on_ray_is_the_local_one(dumps, local_ray, tmp_path):
+    from msprobe.core import cli
+
+    root = Path(dumps["tensor"]).parent
+    config = tmp_path / "graph.json"
+    config.write_text(json.dumps({"npu_path": str(root / "npu" / "step0" / "rank1"),
+                                  "bench_path": str(root / "bench" / "step0" / "rank1")}))
+    graphs = []
+    for engine in ("local", "ray"):
+        out = tmp_path / engine
+        assert cli.main(["-f", "mindspore", "graph", "-i", str(config), "-o", str(out), "--engine", engine]) == 0
+        (vis,) = out.glob("*.vis")
+        graphs.append(vis.read_text(encoding="utf-8"))
+    assert graphs[0] == graphs[1] and "Torch.tanh.15.forward" in graphs[0]

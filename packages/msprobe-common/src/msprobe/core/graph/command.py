@@ -1,7 +1,8 @@
 """``msprobe -f <framework> graph -i input.json -o OUT [-lm yaml] [-oc] [--tp N] [--pp N]``: the same command
 for every framework, given its tensor loader (needed to compare task ``tensor`` dumps).
 
-Exit codes: 0 the graphs were written; 2 bad input, nothing written.
+Exit codes: 0 the graphs were written; 2 bad input, nothing written (or, with ``--engine ray``, a cluster
+that cannot be reached).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from msprobe.core.compare.escape import printable
 from msprobe.core.compare.mapfiles import read_user_maps
 from msprobe.core.compare.reader import CompareError, read_mapping
 from msprobe.core.compare.shards import Layout
+from msprobe.core.engine import EngineError, add_engine_flags, choice_from_args, open_engine
 from msprobe.core.log import logger
 
 
@@ -31,6 +33,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-oc", "--overflow_check", action="store_true",
                         help="mark nodes whose arguments hold inf/NaN (critical, high, medium)")
     add_layout_flags(parser)
+    add_engine_flags(parser)  # where a tensor compare's pairs are compared (docs/scale.md)
 
 
 def graph_command(loader_factory: Callable[[], TensorLoader]) -> Command:
@@ -42,10 +45,11 @@ def graph_command(loader_factory: Callable[[], TensorLoader]) -> Command:
         try:
             mapping = read_mapping(args.data_mapping) if args.data_mapping else {}
             maps = read_user_maps(None, None, args.layer_mapping) if args.layer_mapping else None
-            options = CompareOptions(mapping=mapping, progress=False, maps=maps)
-            run_graph(args.input_path, args.output_path, loader_factory(), options, args.overflow_check,
-                      Layout(args.tp, args.pp))
-        except CompareError as exc:
+            options = CompareOptions(mapping=mapping, progress=False, maps=maps, engine=choice_from_args(args))
+            with open_engine(options.engine):
+                run_graph(args.input_path, args.output_path, loader_factory(), options, args.overflow_check,
+                          Layout(args.tp, args.pp))
+        except (CompareError, EngineError) as exc:
             logger.error("graph: %s", printable(exc))
             return 2
         return 0

@@ -1,0 +1,158 @@
+"""Throughput of compare and multi_run_ut by worker count, on the local engine and on Ray (docs/scale.md).
+
+    python tools/bench/scale_bench.py [--calls 400] [--elements 16384] [--layers 4] [--workers 1 2] [--json OUT]
+
+compare: one rank pair of a generated tensor dump (``--calls`` forward calls per side, one float32 input
+and output of ``--elements`` each, ``.npy``; the NPU side carries noise of about 1e-3), compared in this
+process with ``-j W`` (local) or on a Ray of W CPUs (``ray.init(num_cpus=W)`` first, which the engine joins);
+tensor pairs per second. run_ut: a tensor dump of one training step of a stack of ``--layers``
+transformer encoder layers (their APIs at L1), replayed by ``multi_run_ut -n W`` on each engine; APIs per
+second. Ray's own start is timed apart ("ray start"): a cluster is started once and serves many jobs.
+Each figure is the best of ``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+
+def compare_dump(root: Path, calls: int, elements: int) -> tuple[Path, Path]:
+    """npu/dump.json and bench/dump.json of ``calls`` forward calls with one tensor input and output each."""
+    rng = np.random.default_rng(0)
+    sides = {}
+    for side in ("npu", "bench"):
+        (root / side / "dump_tensor_data").mkdir(parents=True)
+        sides[side] = {}
+    for i in range(calls):
+        entry = f"Torch.add.{i}.forward"
+        arrays = [rng.standard_normal(elements).astype(np.float32) for _ in range(2)]
+        for side, data in sides.items():
+            record = {"input_args": [], "input_kwargs": {}, "output": []}
+            for part, key, array in (("input", "input_args", arrays[0]), ("output", "output", arrays[1])):
+                if side == "npu":
+                    array = (array * (1 + 1e-3 * rng.standard_normal(elements))).astype(np.float32)
+                name = f"{entry}.{part}.0.npy"
+                np.save(root / side / "dump_tensor_data" / name, array)
+                a = array.astype(np.float64)
+                record[key].append({"type": "mindspore.Tensor", "dtype": "Float32", "shape": [elements],
+                                    "Max": a.max(), "Min": a.min(), "Mean": a.mean(),
+                                    "Norm": float(np.linalg.norm(a)), "data_name": name})
+            data[entry] = record
+    for side, data in sides.items():
+        (root / side / "dump.json").write_text(json.dumps({"task": "tensor", "level": "L1", "data": data}))
+    return root / "npu" / "dump.json", root / "bench" / "dump.json"
+
+
+def run_ut_dump(root: Path, layers: int) -> Path:
+    """dump.json (task tensor, L1) of one forward and backward of a stack of transformer encoder layers."""
+    import torch
+
+    from msprobe.pytorch import PrecisionDebugger
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+    debugger = PrecisionDebugger(task="tensor", level="L1", dump_path=str(root))
+    debugger.start(model)
+    model(torch.randn(4, 16, 64)).sum().backward()
+    debugger.stop()
+    debugger.step()
+    return next(root.rglob("dump.json"))
+
+
+def compare_job(npu: Path, bench: Path, out: Path, engine: str, workers: int) -> None:
+    from msprobe.core.compare import CompareOptions, compare_dumps
+    from msprobe.core.compare.tensorfile import load_npy
+    from msprobe.core.engine import EngineChoice
+
+    compare_dumps(npu, bench, out, load_npy, options=CompareOptions(workers=workers, progress=False,
+                                                                   engine=EngineChoice(engine)))
+
+
+def run_ut_job(api_info: Path, out: Path, engine: str, workers: int) -> None:
+    from msprobe.core.engine import EngineChoice
+    from msprobe.pytorch.run_ut.multi import multi_run_ut
+
+    multi_run_ut(api_info, out, parts=workers, engine=EngineChoice(engine))
+
+
+def best(repeat: int, run: Callable[[], None]) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def on_engine(engine: str, workers: int, measure: Callable[[], float]) -> tuple[float, float]:
+    """(seconds of the job, seconds Ray took to start; 0 for local)."""
+    if engine == "local":
+        return measure(), 0.0
+    import ray
+
+    started = time.perf_counter()
+    ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level="WARNING")
+    start = time.perf_counter() - started
+    try:
+        return measure(), start
+    finally:
+        ray.shutdown()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--elements", type=int, default=16384)
+    parser.add_argument("--layers", type=int, default=4, help="transformer layers of the run_ut dump")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--engines", nargs="+", default=["local", "ray"], choices=["local", "ray"])
+    parser.add_argument("--jobs", nargs="+", default=["compare", "run_ut"], choices=["compare", "run_ut"])
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+
+    from msprobe.core.log import logger
+
+    logger.setLevel("WARNING")
+    figures = []
+    with tempfile.TemporaryDirectory() as temp:
+        root = Path(temp)
+        npu, bench = compare_dump(root / "compare", args.calls, args.elements)
+        pairs = 2 * args.calls
+        api_info = run_ut_dump(root / "run_ut", args.layers) if "run_ut" in args.jobs else None
+        for job in args.jobs:
+            for engine in args.engines:
+                for workers in args.workers:
+                    out = root / f"out_{job}_{engine}_{workers}"
+                    if job == "compare":
+                        run = functools.partial(compare_job, npu, bench, out, engine, workers)
+                        units, what = pairs, "tensor pairs"
+                    else:
+                        run = functools.partial(run_ut_job, api_info, out, engine, workers)
+                        units, what = None, "APIs"
+                    measure = functools.partial(best, args.repeat, run)
+                    seconds, start = on_engine(engine, workers, measure)
+                    if units is None:
+                        units = json.loads(next(out.glob("accuracy_checking_summary_*.json")).read_text())["apis"]
+                    figures.append({"job": job, "engine": engine, "workers": workers, "units": units, "what": what,
+                                    "seconds": round(seconds, 2), "per_second": round(units / seconds, 1),
+                                    "ray_start_s": round(start, 2)})
+                    print(f"{job:8} {engine:5} workers={workers}: {units} {what} in {seconds:.2f} s = "
+                          f"{units / seconds:.1f}/s" + (f" (ray start {start:.1f} s)" if start else ""), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
