@@ -85,10 +85,10 @@ def local_reports(dumps: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
     reports = {}
     for task, config in dumps.items():
         out = tmp_path_factory.mktemp(f"local_{task}")
-        done = _compare(config, out, "-j", "2")
-        assert done.returncode == 0, done.stderr
+        result = compare_steps(config.parent / "npu" / "step0", config.parent / "bench" / "step0", out, load_npy,
+                               CompareOptions(workers=2, progress=False))
         reports[task] = _reports(out)
-        assert len(reports[task]) == RANKS + 1 and "rank 2 diverged first" in done.stderr
+        assert len(reports[task]) == RANKS + 1 and result.first_rank == 2
     return reports
 
 
@@ -228,3 +228,41 @@ def test_graph_of_a_tensor_compare_on_ray_is_the_local_one(dumps, local_ray, tmp
         (vis,) = out.glob("*.vis")
         graphs.append(vis.read_text(encoding="utf-8"))
     assert graphs[0] == graphs[1] and "Torch.tanh.15.forward" in graphs[0]
+
+
+def test_a_ray_started_for_the_run_gives_the_local_rows(dumps, local_reports, tmp_path):
+    env = {key: value for key, value in os.environ.items() if key != "MSPROBE_RAY_ADDRESS"}
+    done = _compare(dumps["statistics"], tmp_path, "--engine", "ray", env=env)
+    assert done.returncode == 0, done.stderr
+    assert _reports(tmp_path) == local_reports["statistics"]
+
+
+def slow_square(x: int, marker: Path | None = None) -> tuple[int, int]:
+    """x², and the pid that computed it; with ``marker``, the first call kills its own process (an actor dying
+    mid-call)."""
+    if marker is not None:
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            pass
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.3)
+    return x * x, os.getpid()
+
+
+def test_the_actor_pool_grows_with_the_backlog_to_its_bound_and_survives_a_dead_actor(local_ray, tmp_path):
+    from msprobe.core.engine.ray_engine import RayEngine
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import a test module
+    pool = RayEngine(ray).executor(2)
+    try:
+        assert pool.submit(slow_square, 3).result(60)[0] == 9 and pool.actors == 1  # one call: one actor
+        assert pool.submit(slow_square, 4).result(60)[0] == 16 and pool.actors == 1  # idle actor reused
+        results = [f.result(60) for f in [pool.submit(slow_square, x) for x in range(6)]]
+        assert [r[0] for r in results] == [x * x for x in range(6)] and pool.actors == 2  # grew, bounded
+        assert len({pid for _, pid in results}) == 2
+        marker = tmp_path / "died"
+        assert pool.submit(slow_square, 5, marker).result(60)[0] == 25 and marker.exists()  # restarted, re-run
+    finally:
+        pool.shutdown()

@@ -1,7 +1,7 @@
 """``multi_run_ut --engine ray`` (docs/scale.md): one rank's APIs partitioned over Ray workers give the rows the
-local processes give, on a Ray started for the run and on a loopback cluster; ``-csv_path`` resumes a local
-run on Ray; a part whose worker is killed mid-run is re-run from an empty folder, so no API is lost or
-reported twice.
+local processes give, on a loopback cluster, where ``-csv_path`` resumes a local run; a part whose worker is
+killed mid-run is re-run from an empty folder, so no API is lost or reported twice. The online receiver's
+replays on Ray actors give the local receiver's reports.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,12 +20,14 @@ import time
 from pathlib import Path
 
 import pytest
+from test_online_run_ut import sender_config, train, write_json
 from test_run_ut import _dump, _one, _rows
 
 from msprobe.core import cli
 from msprobe.core.engine import EngineChoice
 from msprobe.core.run_ut.parallel import run_parts
 from msprobe.core.run_ut.replay_common import rows_to_check
+from msprobe.pytorch.online.receive import receive_if_online
 from msprobe.pytorch.run_ut import multi
 from msprobe.pytorch.run_ut.replay import DEFAULT_SEED
 
@@ -47,21 +50,16 @@ def _report(folder: Path) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
 
 
 @pytest.fixture(scope="module")
-def local(dump: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+def local_run(dump: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """run_ut of the dump on the local engine (its rows are multi_run_ut's: tests/pytorch/test_multi_run_ut.py)."""
     out = tmp_path_factory.mktemp("local")
-    assert cli.main(["-f", "pytorch", "multi_run_ut", "-api_info", str(dump), "-o", str(out), "-n", "2"]) == 0
-    return _report(out)
+    assert cli.main(["-f", "pytorch", "run_ut", "-api_info", str(dump), "-o", str(out)]) == 0
+    return out
 
 
-def test_a_ray_started_for_the_run_gives_the_local_rows(dump, local, tmp_path):
-    assert not ray.is_initialized()
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("RAY_AUTH_MODE", "disabled")  # ray.init would set it for the rest of the test session
-        assert cli.main(["-f", "pytorch", "multi_run_ut", "-api_info", str(dump), "-o", str(tmp_path), "-n", "2",
-                         "--engine", "ray"]) == 0
-    assert not ray.is_initialized()  # shut down after the run
-    assert _report(tmp_path) == local and len(local[0]) >= 6
-    assert json.loads(_one(tmp_path, "accuracy_checking_summary_*.json").read_text())["parts"] == 2
+@pytest.fixture(scope="module")
+def local(local_run: Path) -> tuple:
+    return _report(local_run)
 
 
 def _free_port() -> int:
@@ -91,9 +89,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
             os.killpg(head.pid, signal.SIGKILL)
 
 
-def test_loopback_cluster_resumes_a_local_run(dump, local, cluster, tmp_path):
+def test_loopback_cluster_resumes_a_local_run(dump, local_run, local, cluster, tmp_path):
     address, env = cluster
-    assert cli.main(["-f", "pytorch", "run_ut", "-api_info", str(dump), "-o", str(tmp_path)]) == 0
+    for report in local_run.glob("accuracy_checking_*.csv"):
+        shutil.copy(report, tmp_path)
     result = _one(tmp_path, "accuracy_checking_result_*.csv")
     lines = result.read_text(encoding="utf-8").splitlines(keepends=True)
     result.write_text("".join(lines[:4]), encoding="utf-8")  # header + 3 APIs: interrupted
@@ -129,21 +128,58 @@ def _kill_when_recorded(marker: Path, killed: list[int]) -> None:
         time.sleep(0.05)
 
 
-def test_a_part_killed_mid_run_is_rerun_from_an_empty_folder(dump, local, tmp_path):
+@pytest.fixture(scope="module")
+def local_ray():
+    """A Ray in this process, which the engine joins."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_AUTH_MODE", "disabled")  # ray.init would set it for the rest of the test session
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import a test module
+        yield
+        ray.shutdown()
+
+
+def test_a_part_killed_mid_run_is_rerun_from_an_empty_folder(dump, local, local_ray, tmp_path):
     marker = tmp_path / "killed.pid"
     runner = functools.partial(multi._run_part, str(dump), {}, "cpu", False, DEFAULT_SEED, False)
     killed: list[int] = []
     killer = threading.Thread(target=_kill_when_recorded, args=(marker, killed))
     killer.start()
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("RAY_AUTH_MODE", "disabled")
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
-        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import a test module
-        try:
-            run_parts(functools.partial(dies_once, marker, runner), rows_to_check(dump, None, (), (), False),
-                      tmp_path / "out", parts=2, engine=EngineChoice("ray"))
-        finally:
-            killer.join()
-            ray.shutdown()
+    try:
+        run_parts(functools.partial(dies_once, marker, runner), rows_to_check(dump, None, (), (), False),
+                  tmp_path / "out", parts=2, engine=EngineChoice("ray"))
+    finally:
+        killer.join()
     assert killed and killed[0] != os.getpid()
     assert _report(tmp_path / "out") == local
+
+
+def _online(tmp: Path, engine: EngineChoice) -> Path:
+    """Two training steps sending their APIs through a shared directory to a receiver in a thread here."""
+    nfs, out = tmp / "nfs", tmp / "out"
+    tmp.mkdir()
+    config = write_json(tmp / "receiver.json", {"task": "run_ut", "run_ut": {"is_online": True,
+                                                                             "nfs_path": str(nfs)}})
+    codes: list[int | None] = []
+    thread = threading.Thread(target=lambda: codes.append(receive_if_online(str(config), str(out), "cpu", engine)))
+    thread.start()
+    try:
+        train(sender_config(tmp, {"nfs_path": str(nfs)}, [0, 1]), 2)
+    finally:
+        thread.join(120)
+    assert codes == [0]
+    return out
+
+
+def test_online_replays_on_ray_actors_give_the_local_reports(local_ray, tmp_path, monkeypatch):
+    outs = []
+    for name, workers in (("local", "1"), ("ray", "2")):  # on Ray, at most two actors, grown as records queue up
+        monkeypatch.setenv("MSPROBE_ONLINE_WORKERS", workers)
+        outs.append(_online(tmp_path / name, EngineChoice(name)))
+    for step in (0, 1):  # rows in the order their replays ended, which two workers of either engine vary
+        reports = [[sorted(rows, key=lambda row: str(sorted(row.items()))) for rows in _report(out / f"step{step}"
+                                                                                         / "rank0")] for out in outs]
+        assert reports[0] == reports[1] and len(reports[0][0]) >= 5
+    summaries = [json.loads((out / "online_summary.json").read_text()) for out in outs]
+    for key in ("records", "replayed", "checked", "malformed", "stopped_ranks"):
+        assert summaries[0][key] == summaries[1][key], key

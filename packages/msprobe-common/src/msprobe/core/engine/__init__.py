@@ -2,7 +2,8 @@
 (a Ray cluster, imported only when chosen; docs/scale.md).
 
 A job (compare's rank pairs and tensor pairs, multi_run_ut's parts) hands an engine a module-level function
-and the units' arguments — paths and names, never tensor data — and gets the results back in order. Units
+and the units' arguments — paths and names, never tensor data — and gets the results back in order; a
+stream of calls (the online receiver's replays) goes to the engine's executor. Units
 must be idempotent: Ray re-runs a unit whose worker died. The commands add ``--engine`` and
 ``--ray-address`` (:func:`add_engine_flags`) and open the engine once around the run (:func:`open_engine`);
 code inside the run opens the same choice again, which joins the engine already open.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -54,6 +56,11 @@ class Engine(Protocol):
         ``chunksize``: units per task (None: the engine sizes batches to its parallelism); ``isolated``: each
         task in a fresh process (torch and MindSpore do not survive ``fork``); ``serial_below``: fewer items
         than this run in the caller, where starting processes costs more than the work (local only)."""
+        ...
+
+    def executor(self, max_workers: int, initializer: Callable[[], None] | None = None) -> Executor:
+        """An executor for a stream of calls (the online receiver's replays), on at most ``max_workers``
+        processes, each running ``initializer`` first."""
         ...
 
 

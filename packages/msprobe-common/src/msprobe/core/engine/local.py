@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -13,6 +15,14 @@ from msprobe.core.engine import WorkerLost, batch_size
 
 class LocalEngine:
     """Units in the caller (one worker, or too few units to pay for processes) or in a process pool."""
+
+    def executor(self, max_workers: int, initializer: Callable[[], None] | None = None) -> Executor:
+        """A pool of ``max_workers`` spawned processes, started now, each ending with this process."""
+        executor = ProcessPoolExecutor(max_workers, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_start_worker, initargs=(initializer,))
+        for _ in range(max_workers):  # start the processes now (e.g. while the online senders connect)
+            executor.submit(os.getpid)
+        return executor
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *, chunksize: int | None = None,
             isolated: bool = False, serial_below: int = 0) -> Iterator[Any]:
@@ -32,3 +42,12 @@ def _drain(pool: ProcessPoolExecutor, results: Iterator[Any]) -> Iterator[Any]:
         raise WorkerLost(f"a worker process died: {exc}") from None
     finally:
         pool.shutdown()
+
+
+def _start_worker(initializer: Callable[[], None] | None) -> None:
+    """In each worker process: end with the parent, even when it is killed (no orphan workers)."""
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=lambda: (parent.join(), os._exit(1)), daemon=True).start()
+    if initializer is not None:
+        initializer()

@@ -1,14 +1,18 @@
 """The Ray engine: work units as Ray tasks on a cluster (``msprobe-common[ray]``; docs/scale.md).
 
 A task gets a batch of units (their paths and names) and returns their results; Ray re-runs a task whose
-worker died (``RETRIES``), which is why units must be idempotent. Only this module imports Ray, and only
+worker died (``RETRIES``), which is why units must be idempotent. A stream of calls (the online receiver)
+goes to a pool of actors instead (:class:`ActorExecutor`). Only this module imports Ray, and only
 when ``--engine ray`` is chosen.
 """
 
 from __future__ import annotations
 
+import functools
 import socket
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from typing import Any
 
@@ -70,6 +74,10 @@ class RayEngine:
         self._task = ray.remote(num_cpus=1, max_retries=RETRIES)(_run_batch)
         self._isolated = ray.remote(num_cpus=1, max_retries=RETRIES, max_calls=1)(_run_batch)  # a fresh process
 
+    def executor(self, max_workers: int, initializer: Callable[[], None] | None = None) -> Executor:
+        """An executor of calls on at most ``max_workers`` actors (:class:`ActorExecutor`)."""
+        return ActorExecutor(self._ray, max_workers, initializer)
+
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *, chunksize: int | None = None,
             isolated: bool = False, serial_below: int = 0) -> Iterator[Any]:
         size = chunksize or batch_size(len(items), int(self._ray.cluster_resources().get("CPU", 1)))
@@ -91,3 +99,55 @@ class RayEngine:
         finally:
             for ref in refs[done:]:
                 self._ray.cancel(ref)  # the caller stopped early (an error): free the cluster
+
+
+class _Checker:
+    """A Ray actor that runs calls one at a time, after ``initializer`` (e.g. a replay's warm-up) ran once."""
+
+    def __init__(self, initializer: Callable[[], None] | None) -> None:
+        if initializer is not None:
+            initializer()
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+
+class ActorExecutor(Executor):
+    """An executor over Ray actors for a stream of calls (the online receiver's replays): it starts with one
+    actor and adds one whenever every actor is busy, up to ``max_actors``; a call goes to the least busy
+    actor. Ray restarts an actor that died and re-runs its calls (``RETRIES``)."""
+
+    def __init__(self, ray: Any, max_actors: int, initializer: Callable[[], None] | None = None) -> None:
+        self._ray, self._max, self._initializer = ray, max(1, max_actors), initializer
+        self._class = ray.remote(num_cpus=1, max_restarts=RETRIES, max_task_retries=RETRIES)(_Checker)
+        self._busy: dict[Any, int] = {}  # actor → calls in flight
+        self._lock = threading.Lock()
+
+    @property
+    def actors(self) -> int:
+        with self._lock:
+            return len(self._busy)
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        with self._lock:
+            actor = min(self._busy, key=self._busy.__getitem__) if self._busy else None
+            if actor is None or (self._busy[actor] and len(self._busy) < self._max):
+                actor = self._class.remote(self._initializer)
+                self._busy[actor] = 0
+            self._busy[actor] += 1
+        future = actor.call.remote(functools.partial(fn, **kwargs) if kwargs else fn, *args).future()
+        future.add_done_callback(lambda _: self._done(actor))
+        return future
+
+    def _done(self, actor: Any) -> None:
+        with self._lock:
+            if actor in self._busy:
+                self._busy[actor] -= 1
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            actors, self._busy = list(self._busy), {}
+        for actor in actors:
+            if wait and not cancel_futures:
+                self._ray.get(actor.__ray_ready__.remote())  # queued after its calls: they are done
+            self._ray.kill(actor)

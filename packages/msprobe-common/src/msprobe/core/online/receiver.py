@@ -3,7 +3,8 @@
 Data flows one way: a transport (:class:`~msprobe.core.online.transport.TcpServer` or
 :class:`~msprobe.core.online.transport.DirWatcher`) hands sound messages to the :class:`Intake`; the
 intake keeps only ``rank_list`` ranks, pairs each forward record with its backward, and hands the
-pair to the :class:`ReplayPool` (worker processes running the framework's replay); the
+pair to the :class:`ReplayPool` (worker processes running the framework's replay: local processes, or
+Ray actors whose number grows with the backlog, :mod:`msprobe.core.engine`); the
 :class:`Receiver` writes each judged API into the run_ut reports of its step and rank
 (``{out}/step{S}/rank{R}/accuracy_checking_*``) and ends, with a summary, once every rank of
 ``rank_list`` has sent STOP.
@@ -18,17 +19,17 @@ records) rather than pile records up in memory here.
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
 import queue
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from msprobe.core.engine import EngineChoice, open_engine
 from msprobe.core.fileio import atomic_write_text
 from msprobe.core.layout import step_dir
 from msprobe.core.log import logger
@@ -128,23 +129,23 @@ class Intake:
 
 
 class ReplayPool:
-    """``replay`` in ``workers`` spawned processes, at most two tasks per worker in flight (the caller
-    waits for a slot: backpressure). Results are put on :attr:`results` as (rank, step, future)."""
+    """``replay`` in ``workers`` spawned processes (or, on Ray, at most ``workers`` actors), at most two tasks
+    per worker in flight (the caller waits for a slot: backpressure). Results are put on :attr:`results` as
+    (rank, step, future)."""
 
-    def __init__(self, workers: int, replay: Replay, initializer: Callable[[], None] | None = None) -> None:
+    def __init__(self, workers: int, replay: Replay, initializer: Callable[[], None] | None = None,
+                 engine: EngineChoice | None = None) -> None:
         self.workers, self.replay, self.initializer = workers, replay, initializer
         self.results: queue.Queue[tuple[int, int, Future]] = queue.Queue()
         self._slots = threading.BoundedSemaphore(2 * workers)
         self._lock = threading.Lock()
         self._in_flight = 0
+        self._stack = ExitStack()  # the engine stays open (a Ray connected) until close()
+        self._engine = self._stack.enter_context(open_engine(engine))
         self._executor = self._new_executor()
 
-    def _new_executor(self) -> ProcessPoolExecutor:
-        executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_start_worker, initargs=(self.initializer,))
-        for _ in range(self.workers):  # start the processes now, while the senders connect
-            executor.submit(os.getpid)
-        return executor
+    def _new_executor(self) -> Executor:
+        return self._engine.executor(self.workers, self.initializer)
 
     def submit(self, rank: int, step: int, forward: bytes, backward: bytes | None) -> None:
         self._slots.acquire()
@@ -170,16 +171,10 @@ class ReplayPool:
             return self._in_flight == 0 and self.results.empty()
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)
-
-
-def _start_worker(initializer: Callable[[], None] | None) -> None:
-    """In each worker process: end with the receiver, even when it is killed (no orphan replays)."""
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        threading.Thread(target=lambda: (parent.join(), os._exit(1)), daemon=True).start()
-    if initializer is not None:
-        initializer()
+        try:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+        finally:
+            self._stack.close()
 
 
 class Receiver:

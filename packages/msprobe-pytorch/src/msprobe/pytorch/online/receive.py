@@ -16,6 +16,7 @@ import signal
 import threading
 from typing import Any
 
+from msprobe.core.engine import EngineChoice
 from msprobe.core.log import logger
 from msprobe.core.online.receiver import Intake, Receiver, ReplayPool
 from msprobe.core.online.settings import SettingError, online_settings
@@ -23,8 +24,10 @@ from msprobe.core.online.transport import DirWatcher, TcpServer, tls_context
 from msprobe.core.online.wire import Limits
 
 
-def receive_if_online(config_path: str, out_path: str, device: str) -> int | None:
-    """The receiver's exit code when the config's ``run_ut`` section has ``is_online: true``, else None."""
+def receive_if_online(config_path: str, out_path: str, device: str,
+                      engine: EngineChoice | None = None) -> int | None:
+    """The receiver's exit code when the config's ``run_ut`` section has ``is_online: true``, else None;
+    ``engine``: where the replays run (local processes, or Ray actors: docs/scale.md)."""
     from msprobe.core.config import load_config
     from msprobe.core.tasks.builtin import load_builtin_tasks
     from msprobe.pytorch.run_ut.replay import load_run_ut_section
@@ -34,11 +37,11 @@ def receive_if_online(config_path: str, out_path: str, device: str) -> int | Non
     if not section.is_online:
         return None
     lists = load_run_ut_section(config_path)  # the white/black lists, checked against the API table
-    return receive(section, out_path, device, lists.white_list, lists.black_list)
+    return receive(section, out_path, device, lists.white_list, lists.black_list, engine)
 
 
 def receive(section: Any, out_path: str, device: str = "cpu", white_list: tuple[str, ...] = (),
-            black_list: tuple[str, ...] = ()) -> int:
+            black_list: tuple[str, ...] = (), engine: EngineChoice | None = None) -> int:
     """Run the receiver of a ``run_ut`` section (``is_online`` true) until every rank stopped."""
     from msprobe.pytorch.online.replay import replay_frames, warm_up
     from msprobe.pytorch.run_ut.inputs import RunUtError
@@ -56,7 +59,7 @@ def receive(section: Any, out_path: str, device: str = "cpu", white_list: tuple[
     workers = settings.workers or os.cpu_count() or 1
     replay = functools.partial(replay_frames, device=device, max_message_mb=settings.max_message_mb,
                                white_list=white_list, black_list=black_list)
-    pool = ReplayPool(workers, replay, initializer=warm_up)
+    pool = ReplayPool(workers, replay, initializer=warm_up, engine=engine)
     intake = Intake(section.rank_list, pool.submit)
     try:
         if section.nfs_path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from msprobe.core.cli import Command
+from msprobe.core.engine import add_engine_flags, choice_from_args
 from msprobe.core.log import logger
 from msprobe.core.run_ut.command import run_command
 
@@ -83,12 +84,16 @@ def _replay(args: argparse.Namespace) -> tuple[dict, int] | int:
     from msprobe.pytorch.run_ut.replay import DEFAULT_SEED, load_run_ut_section, run_ut
 
     section = load_run_ut_section(args.config_path)
+    engine = choice_from_args(args)
     if args.config_path is not None:  # run_ut.is_online: receive APIs from a training job instead
         from msprobe.pytorch.online.receive import receive_if_online
 
-        online = receive_if_online(args.config_path, args.out_path, args.device)
+        online = receive_if_online(args.config_path, args.out_path, args.device, engine)
         if online is not None:
             return online
+    if engine.name != "local":
+        raise RunUtError(f"--engine {engine.name}: run_ut replays a dump in one process; use multi_run_ut --engine "
+                         f"{engine.name} (or an online run, run_ut.is_online)")
     if args.jit_compile:
         set_jit_compile(args.device)
     if args.api_info is None:
@@ -100,6 +105,11 @@ def _replay(args: argparse.Namespace) -> tuple[dict, int] | int:
     return result.summary, result.checked
 
 
+def _configure_run_ut(parser: argparse.ArgumentParser) -> None:
+    """run_ut's own flags: an online run's replays may run on Ray (``--engine``; docs/scale.md)."""
+    _configure(parser, online=True)
+    add_engine_flags(parser)
+
+
 def run_ut_command() -> Command:
-    return Command("replay the APIs of a dump on a high-precision bench and judge them",
-                   lambda parser: _configure(parser, online=True), _run)
+    return Command("replay the APIs of a dump on a high-precision bench and judge them", _configure_run_ut, _run)
