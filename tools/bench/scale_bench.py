@@ -9,6 +9,12 @@ tensor pairs per second. run_ut: a tensor dump of one training step of a stack o
 transformer encoder layers (their APIs at L1), replayed by ``multi_run_ut -n W`` on each engine; APIs per
 second. Ray's own start is timed apart ("ray start"): a cluster is started once and serves many jobs.
 Each figure is the best of ``--repeat`` runs.
+
+online: the records of ``--online-steps`` training steps of a 12-layer MLP (as ``online_load.py``), streamed
+through a shared directory and paired by the receiver's intake, then replayed by the receiver's pool of W
+workers (local processes, or Ray actors that grow with the backlog up to W); records (a forward with its
+backward counting once) checked per second, timed after the first record's replay (the pool's start and
+torch's import in it are left out; a Ray actor added while the records queue is counted).
 """
 
 from __future__ import annotations
@@ -85,6 +91,66 @@ def run_ut_job(api_info: Path, out: Path, engine: str, workers: int) -> None:
     multi_run_ut(api_info, out, parts=workers, engine=EngineChoice(engine))
 
 
+def online_records(root: Path, steps: int) -> list[tuple[int, int, bytes, bytes | None]]:
+    """(rank, step, forward frame, backward frame or None) of ``steps`` training steps, as the intake pairs them."""
+    import os
+
+    import torch
+
+    from msprobe.core.online.receiver import Intake
+    from msprobe.core.online.transport import DirWatcher
+    from msprobe.core.online.wire import Limits
+    from msprobe.pytorch import PrecisionDebugger
+
+    os.environ["MSPROBE_ONLINE_MAX_WAIT_MS"] = "60000"  # the hooks wait for room: no record is dropped
+    records: list[tuple[int, int, bytes, bytes | None]] = []
+    intake = Intake({0}, lambda *record: records.append(record))
+    watcher = DirWatcher(str(root / "nfs"), Limits.from_megabytes(1024), intake)
+    config = root / "sender.json"
+    config.write_text(json.dumps({"task": "tensor", "dump_path": str(root / "dump"), "level": "L1",
+                                  "tensor": {"online_run_ut": True, "nfs_path": str(root / "nfs")}}))
+    torch.manual_seed(0)
+    layers = [layer for _ in range(12) for layer in (torch.nn.Linear(32, 32), torch.nn.ReLU())]
+    model = torch.nn.Sequential(*layers)
+    debugger = PrecisionDebugger(str(config))
+    for _ in range(steps):
+        debugger.start(model)
+        model(torch.randn(16, 32)).pow(2).mean().backward()
+        debugger.stop()
+        debugger.step()
+    debugger.finish()
+    deadline = time.monotonic() + 120
+    while not intake.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    watcher.close()
+    return records
+
+
+def online_job(records: list, engine: str, workers: int) -> float:
+    """Seconds the receiver's pool takes to replay ``records`` after its first."""
+    from msprobe.core.engine import EngineChoice
+    from msprobe.core.online.receiver import ReplayPool
+    from msprobe.pytorch.online.replay import replay_frames, warm_up
+
+    pool = ReplayPool(workers, functools.partial(replay_frames, device="cpu", max_message_mb=1024),
+                      initializer=warm_up, engine=EngineChoice(engine))
+    try:
+        pool.submit(*records[0])
+        pool.results.get()[2].result()
+        started = time.perf_counter()
+        for record in records[1:]:
+            pool.submit(*record)
+        for _ in records[1:]:
+            pool.results.get()[2].result()
+        return time.perf_counter() - started
+    finally:
+        pool.close()
+
+
+def online_best(repeat: int, records: list, engine: str, workers: int) -> float:
+    return min(online_job(records, engine, workers) for _ in range(repeat))
+
+
 def best(repeat: int, run: Callable[[], None]) -> float:
     times = []
     for _ in range(repeat):
@@ -116,7 +182,9 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=4, help="transformer layers of the run_ut dump")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--engines", nargs="+", default=["local", "ray"], choices=["local", "ray"])
-    parser.add_argument("--jobs", nargs="+", default=["compare", "run_ut"], choices=["compare", "run_ut"])
+    parser.add_argument("--jobs", nargs="+", default=["compare", "run_ut", "online"],
+                        choices=["compare", "run_ut", "online"])
+    parser.add_argument("--online-steps", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
@@ -130,6 +198,7 @@ def main() -> int:
         npu, bench = compare_dump(root / "compare", args.calls, args.elements)
         pairs = 2 * args.calls
         api_info = run_ut_dump(root / "run_ut", args.layers) if "run_ut" in args.jobs else None
+        records = online_records(root / "online", args.online_steps) if "online" in args.jobs else []
         for job in args.jobs:
             for engine in args.engines:
                 for workers in args.workers:
@@ -137,10 +206,14 @@ def main() -> int:
                     if job == "compare":
                         run = functools.partial(compare_job, npu, bench, out, engine, workers)
                         units, what = pairs, "tensor pairs"
-                    else:
+                    elif job == "run_ut":
                         run = functools.partial(run_ut_job, api_info, out, engine, workers)
                         units, what = None, "APIs"
-                    measure = functools.partial(best, args.repeat, run)
+                    if job == "online":  # timed inside: the pool's start is left out
+                        units, what = len(records) - 1, "records"
+                        measure = functools.partial(online_best, args.repeat, records, engine, workers)
+                    else:
+                        measure = functools.partial(best, args.repeat, run)
                     seconds, start = on_engine(engine, workers, measure)
                     if units is None:
                         units = json.loads(next(out.glob("accuracy_checking_summary_*.json")).read_text())["apis"]
