@@ -266,3 +266,21 @@ def test_the_actor_pool_grows_with_the_backlog_to_its_bound_and_survives_a_dead_
         assert pool.submit(slow_square, 5, marker).result(60)[0] == 25 and marker.exists()  # restarted, re-run
     finally:
         pool.shutdown()
+
+
+def test_a_units_own_error_is_raised_as_on_the_local_engine(dumps, local_ray, tmp_path):
+    from msprobe.core.compare.reader import CompareError
+
+    root = Path(dumps["statistics"]).parent
+    broken = tmp_path / "npu" / "step0"
+    for rank in range(RANKS):
+        (broken / f"rank{rank}").mkdir(parents=True)
+        (broken / f"rank{rank}" / "dump.json").write_text((root / "npu" / "step0" / f"rank{rank}" / "dump.json")
+                                                          .read_text() if rank != 3 else "{not json")
+    errors = []
+    for engine in ("local", "ray"):
+        with pytest.raises(CompareError) as caught:
+            compare_steps(broken, root / "bench" / "step0", tmp_path / engine, load_npy,
+                          CompareOptions(workers=2, progress=False, engine=EngineChoice(engine)))
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] and "rank3" in errors[0] and "\n" not in errors[0]

@@ -54,7 +54,8 @@ def connected(address: str | None) -> Iterator[RayEngine]:
     try:
         ray.init(address=address or "local", include_dashboard=False, logging_level="WARNING")
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise EngineError(f"the Ray cluster at {address or 'local'!r} cannot be joined: {exc}") from None
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # Ray's own text runs to many lines
+        raise EngineError(f"the Ray cluster at {address or 'local'!r} cannot be joined: {reason}") from None
     logger.info("engine ray: %s CPUs at %s", ray.cluster_resources().get("CPU", 0), address or "a local Ray")
     try:
         yield RayEngine(ray)
@@ -87,13 +88,17 @@ class RayEngine:
         return self._gather(refs)
 
     def _gather(self, refs: list) -> Iterator[Any]:
-        from ray.exceptions import NodeDiedError, WorkerCrashedError
+        from ray.exceptions import NodeDiedError, RayTaskError, WorkerCrashedError
 
         done = 0
         try:
             for ref in refs:
                 yield from self._ray.get(ref)
                 done += 1
+        except RayTaskError as exc:  # a unit's own error: raised as the local engine raises it
+            if isinstance(exc.cause, BaseException):
+                raise exc.cause from None
+            raise
         except (WorkerCrashedError, NodeDiedError) as exc:
             raise WorkerLost(f"a Ray worker died {RETRIES + 1} times running the same units: {exc}") from None
         finally:
