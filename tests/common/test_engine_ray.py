@@ -137,6 +137,7 @@ def test_local_ray_gives_the_local_rows(task, dumps, local_reports, local_ray, t
     assert _reports(tmp_path) == local_reports[task]
 
 
+@pytest.mark.frameworks("mindspore")  # the command as `msprobe -f mindspore` runs it
 @pytest.mark.parametrize("task", TASKS)
 def test_loopback_cluster_gives_the_local_rows(task, dumps, local_reports, cluster, tmp_path):
     address, env = cluster
@@ -146,6 +147,7 @@ def test_loopback_cluster_gives_the_local_rows(task, dumps, local_reports, clust
     assert _reports(tmp_path) == local_reports[task]
 
 
+@pytest.mark.frameworks("mindspore")  # the command as `msprobe -f mindspore` runs it
 @pytest.mark.parametrize("how", ["flag", "environment"])
 def test_unreachable_cluster_is_exit_2_within_a_minute_naming_it(how, dumps, tmp_path):
     address = f"127.0.0.1:{_free_port()}"  # nobody listens there
@@ -159,6 +161,7 @@ def test_unreachable_cluster_is_exit_2_within_a_minute_naming_it(how, dumps, tmp
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
+@pytest.mark.frameworks("mindspore")  # the command as `msprobe -f mindspore` runs it
 def test_ray_address_without_the_ray_engine_is_exit_2(dumps, tmp_path):
     done = _compare(dumps["statistics"], tmp_path, "--ray-address", "auto")
     assert done.returncode == 2 and "--ray-address" in done.stderr and "allowed only with --engine ray" in done.stderr
@@ -214,6 +217,7 @@ def test_a_worker_killed_mid_run_is_retried_and_nothing_is_lost_or_written_twice
                                                for n in names), names
 
 
+@pytest.mark.frameworks("mindspore")  # the command as `msprobe -f mindspore` runs it
 def test_graph_of_a_tensor_compare_on_ray_is_the_local_one(dumps, local_ray, tmp_path):
     from msprobe.core import cli
 
@@ -230,6 +234,7 @@ def test_graph_of_a_tensor_compare_on_ray_is_the_local_one(dumps, local_ray, tmp
     assert graphs[0] == graphs[1] and "Torch.tanh.15.forward" in graphs[0]
 
 
+@pytest.mark.frameworks("mindspore")  # the command as `msprobe -f mindspore` runs it
 def test_a_ray_started_for_the_run_gives_the_local_rows(dumps, local_reports, tmp_path):
     env = {key: value for key, value in os.environ.items() if key != "MSPROBE_RAY_ADDRESS"}
     done = _compare(dumps["statistics"], tmp_path, "--engine", "ray", env=env)
