@@ -39,7 +39,7 @@ def _drain(pool: ProcessPoolExecutor, results: Iterator[Any]) -> Iterator[Any]:
     try:
         yield from results
     except BrokenProcessPool as exc:
-        raise WorkerLost(f"a worker process died: {exc}") from None
+        raise WorkerLost(str(exc)) from None  # the pool's own words, as callers reported them before engines
     finally:
         pool.shutdown()
 
