@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import logging
+import os
 import resource
 import signal
 
@@ -20,6 +21,16 @@ def pytest_configure(config) -> None:
         "markers",
         "frameworks(*names): needs these msprobe framework packages (skipped where msprobe-common is alone)",
     )
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """In the child session of an in-process Ray driver (tests/common/ray_driver.py) only the tests that use the
+    ``local_ray`` fixture run."""
+    if os.environ.get("MSPROBE_RAY_DRIVER_SESSION") != "1":
+        return
+    keep = [item for item in items if "local_ray" in getattr(item, "fixturenames", ())]
+    config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+    items[:] = keep
 
 
 def pytest_runtest_setup(item) -> None:

@@ -2,8 +2,9 @@
 process and on a loopback cluster started with ``ray start``; an unreachable cluster ends the command fast
 with exit code 2; a worker killed mid-run is retried and nothing is lost or written twice.
 
-One Ray per module (starting one takes seconds): ``local_ray`` for the in-process runs, ``cluster`` (a head
-node on 127.0.0.1) for the command run in a subprocess, as a user runs it.
+One Ray per module (starting one takes seconds): ``local_ray`` for the in-process runs (in a child session,
+tests/common/ray_driver.py), ``cluster`` (a head node on 127.0.0.1) for the command run in a subprocess, as a
+user runs it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from msprobe.core.engine import EngineChoice
 
 ray = pytest.importorskip("ray")
 sys.path.insert(0, str(Path(__file__).parent))  # test_compare_engine's dump writer (importlib mode)
+import ray_driver  # noqa: E402
 from test_compare_engine import write_dump  # noqa: E402
 
 RANKS = 4
@@ -94,6 +96,7 @@ def local_reports(dumps: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture(scope="module")
 def local_ray():
+    ray_driver.skip_unless_in_child_session()
     with pytest.MonkeyPatch.context() as env:
         env.setenv("RAY_AUTH_MODE", "disabled")  # ray.init would set it for the rest of the test session
         ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
@@ -292,3 +295,7 @@ def test_a_units_own_error_is_raised_as_on_the_local_engine(dumps, local_ray, tm
                           CompareOptions(workers=2, progress=False, engine=EngineChoice(engine)))
         errors.append(str(caught.value))
     assert errors[0] == errors[1] and "rank3" in errors[0] and "\n" not in errors[0]
+
+
+def test_the_in_process_ray_tests_pass_in_a_child_session():
+    ray_driver.run_child_session(__file__)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+import ray_driver
 from test_online_run_ut import sender_config, train, write_json
 from test_run_ut import _dump, _one, _rows
 
@@ -130,7 +131,8 @@ def _kill_when_recorded(marker: Path, killed: list[int]) -> None:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """A Ray in this process, which the engine joins."""
+    """A Ray in this process, which the engine joins (in the module's child session: tests/common/ray_driver.py)."""
+    ray_driver.skip_unless_in_child_session()
     with pytest.MonkeyPatch.context() as env:
         env.setenv("RAY_AUTH_MODE", "disabled")  # ray.init would set it for the rest of the test session
         ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
@@ -183,3 +185,7 @@ def test_online_replays_on_ray_actors_give_the_local_reports(local_ray, tmp_path
     summaries = [json.loads((out / "online_summary.json").read_text()) for out in outs]
     for key in ("records", "replayed", "checked", "malformed", "stopped_ranks"):
         assert summaries[0][key] == summaries[1][key], key
+
+
+def test_the_in_process_ray_tests_pass_in_a_child_session():
+    ray_driver.run_child_session(__file__)
