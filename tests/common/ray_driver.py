@@ -1,4 +1,5 @@
-"""Tests whose Ray driver runs inside the test process (the ``local_ray`` fixtures) run in a child pytest session.
+"""Ray in the tests: a loopback cluster as ``ray start`` runs one (:func:`loopback_cluster`), and the tests whose
+Ray driver runs inside the test process (the ``local_ray`` fixtures) in a child pytest session.
 
 Ray 2.60's driver aborts its whole process on an internal check when a task's worker is killed at the wrong
 moment ("Tried to complete task that was not pending": an actor killed mid-call, about one run in five on two
@@ -11,10 +12,15 @@ child's output.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import secrets
+import signal
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,3 +52,47 @@ def run_child_session(test_file: str) -> None:
 
 
 _SUMMARY = re.compile(r"\d+ (passed|failed|errors?)\b")
+
+
+@contextlib.contextmanager
+def loopback_cluster(temp_dir: Path | None = None) -> Iterator[tuple[str, dict[str, str]]]:
+    """A Ray head node on 127.0.0.1, as ``ray start`` runs it on a cluster's head, with token authentication
+    (Ray's default) whose token a command finds in its environment, as a cluster's users are told to → (address,
+    environment). Stopped by its process group (``ray stop`` would stop every Ray of the machine); without
+    ``temp_dir`` (Ray's own, where ``--ray-address auto`` looks) the address file it leaves is removed."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    where = ["--temp-dir", str(temp_dir)] if temp_dir is not None else []
+    head = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", "--head", "--node-ip-address",
+                             "127.0.0.1", "--port", str(port), "--num-cpus", "2", "--include-dashboard=false",
+                             "--disable-usage-stats", *where], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # its group: head.pid
+    try:
+        output, _ = head.communicate(timeout=120)
+        assert head.returncode == 0, output
+        yield f"127.0.0.1:{port}", env
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGKILL)
+        address_file = Path("/tmp/ray/ray_current_cluster")  # Ray's own place for it
+        if temp_dir is None and address_file.is_file() and address_file.read_text().strip().endswith(f":{port}"):
+            address_file.unlink()
+
+
+@contextlib.contextmanager
+def in_process_ray(module_name: str) -> Iterator[None]:
+    """A Ray started in this process (only in the child session), whose workers unpickle ``module_name``'s
+    functions by value (they cannot import a test module)."""
+    skip_unless_in_child_session()
+    import ray
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_AUTH_MODE", "disabled")  # ray.init would set it for the rest of the session
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+        ray.cloudpickle.register_pickle_by_value(sys.modules[module_name])
+        try:
+            yield
+        finally:
+            ray.shutdown()

@@ -9,11 +9,9 @@ user runs it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import secrets
 import signal
 import socket
 import subprocess
@@ -96,12 +94,9 @@ def local_reports(dumps: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray_driver.skip_unless_in_child_session()
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("RAY_AUTH_MODE", "disabled")  # ray.init would set it for the rest of the test session
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    """A Ray in this process, which the engine joins (in the module's child session: tests/common/ray_driver.py)."""
+    with ray_driver.in_process_ray(__name__):
         yield
-        ray.shutdown()
 
 
 def _free_port() -> int:
@@ -112,26 +107,9 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A Ray head node on loopback, as ``ray start`` runs it on a cluster's head, with token authentication
-    (Ray's default) whose token the command finds in its environment, as a cluster's users are told to.
-    Yields (address, environment). Stopped at teardown by its process group (``ray stop`` would stop every
-    Ray of the machine), and the address file it leaves for ``auto`` removed."""
-    port = _free_port()
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    head = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", "--head", "--node-ip-address",
-                             "127.0.0.1", "--port", str(port), "--num-cpus", "2", "--include-dashboard=false",
-                             "--disable-usage-stats"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)  # its processes stay in the group whose id is head.pid
-    try:
-        output, _ = head.communicate(timeout=120)
-        assert head.returncode == 0, output
-        yield f"127.0.0.1:{port}", env
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(head.pid, signal.SIGKILL)
-        address_file = Path("/tmp/ray/ray_current_cluster")  # Ray's own place for it
-        if address_file.is_file() and address_file.read_text().strip().endswith(f":{port}"):
-            address_file.unlink()
+    """A Ray head node on loopback (tests/common/ray_driver.py) in Ray's own folder, which ``auto`` reads."""
+    with ray_driver.loopback_cluster() as found:
+        yield found
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -206,7 +184,6 @@ def _kill_when_recorded(marker: Path, killed: list[int]) -> None:
 def test_a_worker_killed_mid_run_is_retried_and_nothing_is_lost_or_written_twice(dumps, local_reports, local_ray,
                                                                                  tmp_path):
     root = Path(dumps["tensor"]).parent
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import a test module
     killed: list[int] = []
     killer = threading.Thread(target=_kill_when_recorded, args=(root / "killed.pid", killed))
     killer.start()
@@ -265,7 +242,6 @@ def slow_square(x: int, marker: Path | None = None) -> tuple[int, int]:
 def test_the_actor_pool_grows_with_the_backlog_to_its_bound_and_survives_a_dead_actor(local_ray, tmp_path):
     from msprobe.core.engine.ray_engine import RayEngine
 
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import a test module
     pool = RayEngine(ray).executor(2)
     try:
         assert pool.submit(slow_square, 3).result(60)[0] == 9 and pool.actors == 1  # one call: one actor

@@ -6,11 +6,9 @@ replays on Ray actors give the local receiver's reports.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -63,31 +61,11 @@ def local(local_run: Path) -> tuple:
     return _report(local_run)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
-    """A token-authenticated Ray head on loopback (``ray start``), stopped by its process group."""
-    port = _free_port()
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    head = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", "--head", "--node-ip-address",
-                             "127.0.0.1", "--port", str(port), "--num-cpus", "2", "--include-dashboard=false",
-                             "--disable-usage-stats", "--temp-dir", str(tmp_path_factory.mktemp("ray_head"))],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        output, _ = head.communicate(timeout=120)
-        assert head.returncode == 0, output
-        yield f"127.0.0.1:{port}", env
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(head.pid, signal.SIGKILL)
+    """A token-authenticated Ray head on loopback (tests/common/ray_driver.py)."""
+    with ray_driver.loopback_cluster(tmp_path_factory.mktemp("ray_head")) as found:
+        yield found
 
 
 def test_loopback_cluster_resumes_a_local_run(dump, local_run, local, cluster, tmp_path):
@@ -132,13 +110,8 @@ def _kill_when_recorded(marker: Path, killed: list[int]) -> None:
 @pytest.fixture(scope="module")
 def local_ray():
     """A Ray in this process, which the engine joins (in the module's child session: tests/common/ray_driver.py)."""
-    ray_driver.skip_unless_in_child_session()
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("RAY_AUTH_MODE", "disabled")  # ray.init would set it for the rest of the test session
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
-        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import a test module
+    with ray_driver.in_process_ray(__name__):
         yield
-        ray.shutdown()
 
 
 def test_a_part_killed_mid_run_is_rerun_from_an_empty_folder(dump, local, local_ray, tmp_path):
