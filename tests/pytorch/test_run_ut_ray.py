@@ -151,6 +151,10 @@ def test_online_replays_on_ray_actors_give_the_local_reports(local_ray, tmp_path
     for name, workers in (("local", "1"), ("ray", "2")):  # on Ray, at most two actors, grown as records queue up
         monkeypatch.setenv("MSPROBE_ONLINE_WORKERS", workers)
         outs.append(_online(tmp_path / name, EngineChoice(name)))
+    _assert_same_online_reports(outs)
+
+
+def _assert_same_online_reports(outs: list[Path]) -> None:
     for step in (0, 1):  # rows in the order their replays ended, which two workers of either engine vary
         reports = [[sorted(rows, key=lambda row: str(sorted(row.items()))) for rows in _report(out / f"step{step}"
                                                                                          / "rank0")] for out in outs]
@@ -158,6 +162,36 @@ def test_online_replays_on_ray_actors_give_the_local_reports(local_ray, tmp_path
     summaries = [json.loads((out / "online_summary.json").read_text()) for out in outs]
     for key in ("records", "replayed", "checked", "malformed", "stopped_ranks"):
         assert summaries[0][key] == summaries[1][key], key
+
+
+def _online_by_command(tmp: Path, *flags: str, env: dict[str, str]) -> tuple[Path, str]:
+    """Two training steps here, sending their APIs through a shared directory to a receiver started as a user
+    starts it (``msprobe -f pytorch run_ut -config``) with ``flags``."""
+    nfs, out = tmp / "nfs", tmp / "out"
+    tmp.mkdir()
+    config = write_json(tmp / "receiver.json", {"task": "run_ut", "run_ut": {"is_online": True,
+                                                                             "nfs_path": str(nfs)}})
+    receiver = subprocess.Popen([sys.executable, "-m", "msprobe.core", "-f", "pytorch", "run_ut", "-config",
+                                 str(config), "-o", str(out), *flags], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    try:
+        train(sender_config(tmp, {"nfs_path": str(nfs)}, [0, 1]), 2)
+        output, _ = receiver.communicate(timeout=300)
+    finally:
+        if receiver.poll() is None:
+            receiver.kill()
+    assert receiver.returncode == 0, output
+    return out, output
+
+
+def test_online_replays_on_a_loopback_cluster_give_the_local_reports(cluster, tmp_path):
+    """The receiver joins a ``ray start`` cluster (its Ray driver is the command's process, not this one)."""
+    address, env = cluster
+    local, _ = _online_by_command(tmp_path / "local", env={**os.environ, "MSPROBE_ONLINE_WORKERS": "1"})
+    on_ray, output = _online_by_command(tmp_path / "ray", "--engine", "ray", "--ray-address", address,
+                                        env={**env, "MSPROBE_ONLINE_WORKERS": "2"})
+    assert f"engine ray: 2.0 CPUs at {address}" in output  # the cluster's two CPUs, not a Ray of its own
+    _assert_same_online_reports([local, on_ray])
 
 
 def test_the_in_process_ray_tests_pass_in_a_child_session():
