@@ -121,6 +121,7 @@ def test_tensor_compare_as_a_user_runs_it(tmp_path):
     console = [line for line in done.stderr.splitlines() if "first divergence:" in line]
     assert len(console) == 1 and "first divergence: Functional.linear.0.forward (its inputs pass;" in console[0]
     assert "File mk_pt.py" in console[0]  # the user's frame from stack.json
+    assert "first divergence from statistics" not in done.stderr  # a tensor compare saw every element
     [page] = (tmp_path / "out2").glob("*.html")
     assert "First divergence: Functional.linear.0.forward" in page.read_text()
 
@@ -172,3 +173,19 @@ def test_missing_and_broken_files_are_named(tmp_path, msprobe_log):
     assert run(config) == 2
     assert f"npu_path {settings['npu_path']!r} is not valid JSON" in msprobe_log.text()
     assert not (tmp_path / "out").exists()
+
+
+def test_a_statistics_divergence_whose_inputs_pass_says_what_a_tensor_dump_would_tell(tmp_path):
+    """Statistics average element deviations away (docs/compare.md#what-statistics-cannot-see): when a statistics
+    compare names an entry whose inputs pass, the console says a tensor dump of it tells; a tensor compare not."""
+    config = compare_config(tmp_path, "statistics_mix")
+    npu = Path(json.loads(config.read_text())["npu_path"])
+    dump = json.loads(npu.read_text())
+    for key in ("Max", "Min", "Mean", "Norm"):  # the output 5 % off: 12.8 bf16 units, its inputs untouched
+        dump["data"]["Functional.linear.0.forward"]["output"][0][key] *= 1.05
+    npu.write_text(json.dumps(dump))
+    done = run_msprobe("-i", str(config), "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "first divergence: Functional.linear.0.forward (its inputs pass;" in done.stderr
+    hint = [line for line in done.stderr.splitlines() if "first divergence from statistics" in line]
+    assert len(hint) == 1 and "a tensor dump of Functional.linear.0.forward and its inputs" in hint[0]

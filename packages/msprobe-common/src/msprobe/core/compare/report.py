@@ -67,6 +67,11 @@ def announce(result: CompareResult, paths: dict[str, Path]) -> None:
         logger.warning("first divergence: %s (%s; %d diverging output rows, %.3g times what rounding explains) at %s",
                        printable(found.entry), printable(how), len(found.failing_rows), found.excess or 0.0,
                        where(found))
+        if result.mode == "summary" and found.inputs_pass and not found.enters():
+            logger.info("first divergence from statistics: an input may carry element deviations that its "
+                        "statistics average away (an ill-conditioned op before it, such as a BatchNorm over a few "
+                        "values per channel); a tensor dump of %s and its inputs tells "
+                        "(docs/compare.md#what-statistics-cannot-see)", printable(found.entry))
     if result.optimizer:
         first = result.optimizer[0]
         logger.warning("optimizer: %d entries differ beyond rounding, first %s at %s (not taken as the first "
