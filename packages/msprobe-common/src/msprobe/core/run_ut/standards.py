@@ -345,8 +345,8 @@ def stage1(device: np.ndarray, bench: np.ndarray, numbers: Mapping[str, Any], dt
 
 # A gradient whose exact value is zero (docs/run_ut.md#gradients-that-cancel-to-zero): the bench counts as zero
 # under ZERO_UNITS units of the device dtype's roundoff times the incoming gradient's norm (the rounding its
-# inputs already carry; measured on the zoo's ViT and BERT key biases: 0.5 to 1.1), and the device may differ
-# from it by CANCELLED_SLACK such units.
+# inputs already carry), and the device may differ from it by CANCELLED_SLACK such units (the zoo's ViT and BERT
+# key biases differ by 0.5 to 1.1).
 ZERO_UNITS = 4.0
 CANCELLED_SLACK = 16.0
 
