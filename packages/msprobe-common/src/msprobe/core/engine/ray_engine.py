@@ -120,13 +120,11 @@ class _Checker:
 class ActorExecutor(Executor):
     """An executor over Ray actors for a stream of calls (the online receiver's replays): it starts with one
     actor and adds one whenever every actor is busy, up to ``max_actors``; a call goes to the least busy
-    actor. A call whose actor died goes to another actor, up to ``RETRIES`` times, by this executor rather
-    than by Ray's actor restarts: Ray 2.60's driver aborted on an internal check about one time in five when
-    an actor restarted under a retried call (docs/scale.md#what-is-built-and-what-is-not)."""
+    actor. Ray restarts an actor that died and re-runs its calls (``RETRIES``)."""
 
     def __init__(self, ray: Any, max_actors: int, initializer: Callable[[], None] | None = None) -> None:
         self._ray, self._max, self._initializer = ray, max(1, max_actors), initializer
-        self._class = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_Checker)
+        self._class = ray.remote(num_cpus=1, max_restarts=RETRIES, max_task_retries=RETRIES)(_Checker)
         self._busy: dict[Any, int] = {}  # actor → calls in flight
         self._lock = threading.Lock()
 
@@ -136,34 +134,20 @@ class ActorExecutor(Executor):
             return len(self._busy)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
-        outer: Future = Future()
-        self._send(outer, functools.partial(fn, **kwargs) if kwargs else fn, args, RETRIES)
-        return outer
-
-    def _send(self, outer: Future, call: Callable[..., Any], args: tuple, retries: int) -> None:
         with self._lock:
             actor = min(self._busy, key=self._busy.__getitem__) if self._busy else None
             if actor is None or (self._busy[actor] and len(self._busy) < self._max):
                 actor = self._class.remote(self._initializer)
                 self._busy[actor] = 0
             self._busy[actor] += 1
-        inner = actor.call.remote(call, *args).future()
-        inner.add_done_callback(lambda done: self._finished(actor, done, outer, call, args, retries))
+        future = actor.call.remote(functools.partial(fn, **kwargs) if kwargs else fn, *args).future()
+        future.add_done_callback(lambda _: self._done(actor))
+        return future
 
-    def _finished(self, actor: Any, done: Future, outer: Future, call: Callable[..., Any], args: tuple,
-                  retries: int) -> None:
-        error = done.exception()
+    def _done(self, actor: Any) -> None:
         with self._lock:
-            if isinstance(error, self._ray.exceptions.RayActorError):
-                self._busy.pop(actor, None)  # dead: its calls come back here one by one
-            elif actor in self._busy:
+            if actor in self._busy:
                 self._busy[actor] -= 1
-        if isinstance(error, self._ray.exceptions.RayActorError) and retries > 0:
-            self._send(outer, call, args, retries - 1)
-        elif error is not None:
-            outer.set_exception(error)
-        else:
-            outer.set_result(done.result())
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
