@@ -9,8 +9,10 @@ user runs it.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import pickle
 import re
 import signal
 import socket
@@ -24,7 +26,8 @@ import numpy as np
 import pytest
 
 from msprobe.core.compare import CompareOptions
-from msprobe.core.compare.distributed import compare_steps
+from msprobe.core.compare.distributed import DistributedResult, RankSummary, compare_steps
+from msprobe.core.compare.engine import compare_dumps
 from msprobe.core.compare.tensorfile import load_npy
 from msprobe.core.engine import EngineChoice
 
@@ -79,17 +82,30 @@ def _reports(out: Path) -> dict[str, str]:
     return found
 
 
+def _kept(result: DistributedResult) -> dict[int, tuple]:
+    """What the driver kept of each rank, its report paths made relative."""
+    return {rank: (s.mode, s.rows, s.failing, s.not_compared, s.first_divergence and s.first_divergence.entry,
+                   s.first_divergence and s.first_divergence.excess,
+                   sorted(re.sub(r"_\d{14}", "", p.name) for p in s.reports.values()))
+            for rank, s in result.ranks.items()}
+
+
 @pytest.fixture(scope="module")
-def local_reports(dumps: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
-    """The local engine's reports of each task (two worker processes)."""
-    reports = {}
+def local_runs(dumps: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict]]:
+    """The local engine's reports of each task (two worker processes) and what it kept of each rank."""
+    runs = {}
     for task, config in dumps.items():
         out = tmp_path_factory.mktemp(f"local_{task}")
         result = compare_steps(config.parent / "npu" / "step0", config.parent / "bench" / "step0", out, load_npy,
                                CompareOptions(workers=2, progress=False))
-        reports[task] = _reports(out)
-        assert len(reports[task]) == RANKS + 1 and result.first_rank == 2
-    return reports
+        runs[task] = _reports(out), _kept(result)
+        assert len(runs[task][0]) == RANKS + 1 and result.first_rank == 2
+    return runs
+
+
+@pytest.fixture(scope="module")
+def local_reports(local_runs: dict[str, tuple[dict, dict]]) -> dict[str, dict[str, str]]:
+    return {task: reports for task, (reports, _) in local_runs.items()}
 
 
 @pytest.fixture(scope="module")
@@ -113,11 +129,36 @@ def cluster():
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_local_ray_gives_the_local_rows(task, dumps, local_reports, local_ray, tmp_path):
+def test_local_ray_gives_the_local_rows(task, dumps, local_runs, local_ray, tmp_path):
     result = compare_steps(Path(dumps[task]).parent / "npu" / "step0", Path(dumps[task]).parent / "bench" / "step0",
                            tmp_path, load_npy, CompareOptions(progress=False, engine=EngineChoice("ray")))
     assert result.first_rank == 2
-    assert _reports(tmp_path) == local_reports[task]
+    assert _reports(tmp_path) == local_runs[task][0]
+    assert _kept(result) == local_runs[task][1]  # the same summaries came back from Ray's tasks
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_rank_unit_hands_back_its_summary_not_its_rows(task, dumps, tmp_path):
+    """A rank's summary says what the rank's own compare says and what its CSV holds; pickled (what crosses from
+    a worker to the driver), it is a fraction of the rank's rows (docs/scale.md, "1,000 ranks")."""
+    root = Path(dumps[task]).parent
+    result = compare_steps(root / "npu" / "step0", root / "bench" / "step0", tmp_path / "steps", load_npy,
+                           CompareOptions(workers=2, progress=False))
+    for rank in range(RANKS):
+        one = compare_dumps(root / "npu" / "step0" / f"rank{rank}" / "dump.json",
+                            root / "bench" / "step0" / f"rank{rank}" / "dump.json", tmp_path / f"rank{rank}",
+                            load_npy, options=CompareOptions(workers=1, progress=False))
+        summary = result.ranks[rank]
+        assert isinstance(summary, RankSummary)
+        assert (summary.rows, summary.failing, summary.not_compared) == \
+            (len(one.results), sum(r.failed for r in one.results), one.not_compared)
+        with summary.reports["csv"].open(encoding="utf-8", newline="") as table:
+            assert len(list(csv.reader(table))) - 1 == summary.rows
+        found, expected = summary.first_divergence, one.first_divergence
+        assert (found and (found.entry, found.position, found.excess)) == \
+            (expected and (expected.entry, expected.position, expected.excess))
+        assert (found is None) == (rank not in DIVERGES_AT)
+        assert len(pickle.dumps(summary)) < 4096 < len(pickle.dumps(one)) / 2
 
 
 @pytest.mark.frameworks("mindspore")  # the command as `msprobe -f mindspore` runs it

@@ -2,10 +2,11 @@
 per rank pair on the chosen engine, :mod:`msprobe.core.engine`; a unit rewrites the same reports when
 an engine re-runs it).
 
-Each rank pair gets its own reports (``compare_result_rank{R}_{timestamp}``); a summary CSV then
-says, per rank, where it first diverged, and names the rank whose divergence comes earliest in
-execution order — the usual suspect when one rank's bad data spreads to the others through
-collectives.
+Each rank pair gets its own reports (``compare_result_rank{R}_{timestamp}``), written by the unit where it
+runs; the unit hands back only the rank's :class:`RankSummary` (counts, first divergence, report paths), never
+its rows, so the driver's memory does not grow with the ranks' rows (docs/scale.md, "1,000 ranks"). A summary
+CSV then says, per rank, where it first diverged, and names the rank whose divergence comes earliest in
+execution order — the usual suspect when one rank's bad data spreads to the others through collectives.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from msprobe.core.compare.divergence import Divergence
 from msprobe.core.compare.engine import (
     CompareOptions,
     TensorLoader,
@@ -37,8 +39,27 @@ SUMMARY_HEADER = ["Rank", "Rows", "Failing rows", "First divergence", "Row", "In
 
 
 @dataclass
+class RankSummary:
+    """What a multi-rank compare keeps of one rank: the rows are in its reports, written where its unit ran."""
+
+    mode: str
+    rows: int
+    failing: int  # rows failing the 1.1.1 verdict
+    not_compared: int  # rows whose tensor files are missing or unreadable
+    first_divergence: Divergence | None  # with its entry's diverging rows and stack: a few KB at most
+    reports: dict[str, Path]
+
+    @classmethod
+    def of(cls, result: CompareResult) -> RankSummary:
+        return cls(result.mode, len(result.results), sum(1 for r in result.results if r.failed),
+                   result.not_compared, result.first_divergence, result.reports)
+
+
+@dataclass
 class DistributedResult:
-    ranks: dict[int, CompareResult]
+    """A multi-rank compare: each rank's summary, the rank that diverged first, the summary CSV."""
+
+    ranks: dict[int, RankSummary]
     first_rank: int | None
     summary: Path
 
@@ -62,11 +83,12 @@ def rank_dirs(step_dir: Path, what: str) -> dict[int, Path]:
     return found
 
 
-def _compare_rank(job: tuple) -> tuple[int, CompareResult]:
+def _compare_rank(job: tuple) -> tuple[int, RankSummary]:
+    """One rank pair, on either engine: compare, write the rank's reports, return only its summary."""
     rank, npu_dir, bench_dir, out, loader, options, stem = job
     stack = npu_dir / "stack.json"
-    return rank, compare_dumps(npu_dir / "dump.json", bench_dir / "dump.json", out, loader,
-                               stack if stack.is_file() else None, options, stem)
+    return rank, RankSummary.of(compare_dumps(npu_dir / "dump.json", bench_dir / "dump.json", out, loader,
+                                              stack if stack.is_file() else None, options, stem))
 
 
 def compare_steps(
@@ -103,15 +125,14 @@ def compare_steps(
     return DistributedResult(results, first, summary)
 
 
-def _first_rank(results: dict[int, CompareResult]) -> int | None:
+def _first_rank(results: dict[int, RankSummary]) -> int | None:
     diverged = [(r.first_divergence.position, rank) for rank, r in results.items() if r.first_divergence]
     return min(diverged)[1] if diverged else None
 
 
-def _summary_row(rank: int, result: CompareResult) -> list:
+def _summary_row(rank: int, result: RankSummary) -> list:
     found = result.first_divergence
-    failing = sum(1 for r in result.results if r.failed)
-    return [rank, len(result.results), failing, found.entry if found else "", found.position + 1 if found else "",
+    return [rank, result.rows, result.failing, found.entry if found else "", found.position + 1 if found else "",
             found.inputs_pass if found else "", str(result.reports.get("xlsx", ""))]
 
 
