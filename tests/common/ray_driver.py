@@ -82,15 +82,22 @@ def loopback_cluster(temp_dir: Path | None = None) -> Iterator[tuple[str, dict[s
 
 
 @contextlib.contextmanager
-def in_process_ray(module_name: str) -> Iterator[None]:
+def in_process_ray(module_name: str, visible: dict[str, str] | None = None, **devices: object) -> Iterator[None]:
     """A Ray started in this process (only in the child session), whose workers unpickle ``module_name``'s
-    functions by value (they cannot import a test module)."""
+    functions by value (they cannot import a test module). ``devices``: accelerators it declares without having
+    them (``num_gpus=2``, ``resources={"NPU": 2}``), numbered as ``visible`` (visibility variable → ids) says,
+    as a node started under ``CUDA_VISIBLE_DEVICES=3,5`` numbers its GPUs; Ray hands them out and sets the
+    variables for its tasks without looking for hardware."""
     skip_unless_in_child_session()
     import ray
 
     with pytest.MonkeyPatch.context() as env:
         env.setenv("RAY_AUTH_MODE", "disabled")  # ray.init would set it for the rest of the session
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+        with pytest.MonkeyPatch.context() as start:  # for Ray's start only: its processes inherit them
+            for name, ids in (visible or {}).items():
+                start.setenv(name, ids)
+            ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING",
+                     **devices)  # type: ignore[arg-type]
         ray.cloudpickle.register_pickle_by_value(sys.modules[module_name])
         try:
             yield

@@ -1,7 +1,8 @@
 """``multi_run_ut --engine ray`` (docs/scale.md): one rank's APIs partitioned over Ray workers give the rows the
 local processes give, on a loopback cluster, where ``-csv_path`` resumes a local run; a part whose worker is
-killed mid-run is re-run from an empty folder, so no API is lost or reported twice. The online receiver's
-replays on Ray actors give the local receiver's reports.
+killed mid-run is re-run from an empty folder, so no API is lost or reported twice; parts on accelerators hold
+one device each that Ray assigned and made visible (a Ray that declares GPUs and NPUs it does not have: the
+replay itself runs on the CPU here). The online receiver's replays on Ray actors give the local receiver's reports.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -23,7 +25,8 @@ from test_online_run_ut import sender_config, train, write_json
 from test_run_ut import _dump, _one, _rows
 
 from msprobe.core import cli
-from msprobe.core.engine import EngineChoice
+from msprobe.core.engine import ACCELERATORS, VISIBILITY, Accelerators, EngineChoice, EngineError
+from msprobe.core.engine.ray_engine import device_name
 from msprobe.core.run_ut.parallel import run_parts
 from msprobe.core.run_ut.replay_common import rows_to_check
 from msprobe.pytorch.online.receive import receive_if_online
@@ -33,6 +36,7 @@ from msprobe.pytorch.run_ut.replay import DEFAULT_SEED
 ray = pytest.importorskip("ray")
 
 _TEXT = ("API Name", "Bench Dtype", "DEVICE Dtype", "Shape", "Status", "Standard", "Stage1 Status")
+DECLARED = {"cuda": ("3", "5"), "npu": ("4", "6")}  # the devices the module's Ray declares, as its node numbers them
 
 
 @pytest.fixture(scope="module")
@@ -82,13 +86,13 @@ def test_loopback_cluster_resumes_a_local_run(dump, local_run, local, cluster, t
     assert _report(tmp_path) == local  # the first three APIs from run_ut, the rest from the cluster, each once
 
 
-def dies_once(marker: Path, runner, part_dir: str, apis: list[str]) -> tuple[int, str | None]:
+def dies_once(marker: Path, runner, part_dir: str, apis: list[str], device: str) -> tuple[int, str | None]:
     """The part runner, except that the first part to run leaves a half-written report in its folder,
     records its pid and waits to be killed; the retry finds the record and runs."""
     try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
-        return runner(part_dir, apis)
+        return runner(part_dir, apis, device)
     Path(part_dir).mkdir(parents=True)
     (Path(part_dir) / "accuracy_checking_result_19990101000000.csv").write_text("API name\nTorch.bogus.0\n")
     os.write(fd, str(os.getpid()).encode())
@@ -109,24 +113,99 @@ def _kill_when_recorded(marker: Path, killed: list[int]) -> None:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """A Ray in this process, which the engine joins (in the module's child session: tests/common/ray_driver.py)."""
-    with ray_driver.in_process_ray(__name__):
+    """A Ray in this process, which the engine joins (in the module's child session: tests/common/ray_driver.py),
+    declaring two GPUs and two NPUs numbered as ``DECLARED`` says."""
+    visible = {VISIBILITY[kind]: ",".join(ids) for kind, ids in DECLARED.items()}
+    with ray_driver.in_process_ray(__name__, visible, num_gpus=len(DECLARED["cuda"]),
+                                   resources={ACCELERATORS["npu"]: len(DECLARED["npu"])}):
         yield
+
+
+def _runner(dump: Path):
+    """multi_run_ut's own part runner for ``dump``."""
+    return functools.partial(multi._run_part, str(dump), False, DEFAULT_SEED, False)
 
 
 def test_a_part_killed_mid_run_is_rerun_from_an_empty_folder(dump, local, local_ray, tmp_path):
     marker = tmp_path / "killed.pid"
-    runner = functools.partial(multi._run_part, str(dump), {}, "cpu", False, DEFAULT_SEED, False)
     killed: list[int] = []
     killer = threading.Thread(target=_kill_when_recorded, args=(marker, killed))
     killer.start()
     try:
-        run_parts(functools.partial(dies_once, marker, runner), rows_to_check(dump, None, (), (), False),
-                  tmp_path / "out", parts=2, engine=EngineChoice("ray"))
+        run_parts(functools.partial(dies_once, marker, _runner(dump)), rows_to_check(dump, None, (), (), False),
+                  tmp_path / "out", parts=2, devices=["cpu"], engine=EngineChoice("ray"))
     finally:
         killer.join()
     assert killed and killed[0] != os.getpid()
     assert _report(tmp_path / "out") == local
+
+
+def told_then_on_cpu(record: Path, runner, part_dir: str, apis: list[str], device: str) -> tuple[int, str | None]:
+    """The part runner, after recording what the part was told — its device, the visibility variables it saw, the
+    ids Ray assigned it — and waiting for the other part's record (so both held their devices at once); then the
+    replay on the CPU, as there is no accelerator here."""
+    from ray import get_runtime_context
+
+    told = {"device": device, "seen": {v: os.environ.get(v) for v in VISIBILITY.values()},
+            "ids": get_runtime_context().get_accelerator_ids()}
+    (record / f"{os.getpid()}.tmp").write_text(json.dumps(told))
+    (record / f"{os.getpid()}.tmp").rename(record / f"{os.getpid()}.json")
+    deadline = time.monotonic() + 60
+    while len(list(record.glob("*.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return runner(part_dir, apis, "cpu")
+
+
+@pytest.mark.parametrize("kind", sorted(DECLARED))
+def test_parts_on_accelerators_hold_distinct_devices_that_ray_made_visible(kind, dump, local, local_ray, tmp_path):
+    record = tmp_path / "record"
+    record.mkdir()
+    run_parts(functools.partial(told_then_on_cpu, record, _runner(dump)), rows_to_check(dump, None, (), (), False),
+              tmp_path / "out", parts=2, devices=[f"{kind}:{i}" for i in DECLARED[kind]], engine=EngineChoice("ray"))
+    told = [json.loads(path.read_text()) for path in sorted(record.glob("*.json"))]
+    assigned = [part["ids"][ACCELERATORS[kind]] for part in told]
+    assert sorted(ids[0] for ids in assigned) == sorted(DECLARED[kind]) and all(len(ids) == 1 for ids in assigned)
+    for part, (device_id,) in zip(told, assigned):
+        assert part["seen"][VISIBILITY[kind]] == device_id  # Ray made the part's device its only visible one
+        assert part["device"] == f"{kind}:0"  # which is the part's process's first device
+        other = next(k for k in DECLARED if k != kind)
+        assert part["ids"][ACCELERATORS[other]] == [] and part["seen"][VISIBILITY[other]] == ",".join(DECLARED[other])
+    assert _report(tmp_path / "out") == local
+
+
+def test_a_device_that_d_does_not_offer_is_refused(dump, local_ray, tmp_path):
+    with pytest.raises(EngineError, match=r"but -d offers 7: start each node's Ray with only the devices"):
+        run_parts(_runner(dump), rows_to_check(dump, None, (), (), False)[:1], tmp_path / "out", parts=1,
+                  devices=["cuda:7"], engine=EngineChoice("ray"))
+    assert not list((tmp_path / "out").iterdir())  # the part's folder is removed
+
+
+def test_a_ray_started_for_the_run_offers_the_devices_d_names(dump, tmp_path):
+    """``-d cuda:2 cuda:6`` on a machine without CUDA: the command's own Ray declares GPUs 2 and 6, each part asks
+    it for one and replays on it as ``cuda:0`` — which torch here refuses (only a GPU node can run it), and the
+    part's error says which device of which node it was given."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MSPROBE_RAY_ADDRESS", "CUDA_VISIBLE_DEVICES")}
+    done = subprocess.run([sys.executable, "-m", "msprobe.core", "-f", "pytorch", "multi_run_ut", "-api_info",
+                           str(dump), "-o", str(tmp_path), "-n", "2", "-d", "cuda:2", "cuda:6", "--engine", "ray"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    errors = [line for line in done.stderr.splitlines() if "ERROR" in line]
+    assert done.returncode == 2 and len(errors) == 1, done.stderr
+    given = re.findall(r"part (\d): on cuda device (\d) of node [\d.]+ \(cuda:0 in the part\): -d cuda:0: no such CUDA "
+                       r"device here", errors[0])
+    assert sorted(part for part, _ in given) == ["0", "1"] and {device for _, device in given} <= {"2", "6"}, errors
+
+
+def test_rays_assignment_names_the_device_the_replay_uses():
+    assert device_name("cuda", "5", "5") == "cuda:0"  # Ray made it the only visible device
+    assert device_name("npu", "6", "4, 6") == "npu:1"  # RAY_EXPERIMENTAL_NOSET_*: the node's own list
+    assert device_name("cuda", "5", None) == "cuda:5"
+    with pytest.raises(EngineError, match="not visible"):
+        device_name("cuda", "5", "3")
+    assert Accelerators.of(["cuda:0", "cuda:1"]) == Accelerators("cuda", ("0", "1"))
+    assert Accelerators.of(["npu"]) == Accelerators("npu") and Accelerators.of(["cpu"]) is None
+    for mixed in (["cpu", "cuda:0"], ["cuda:0", "npu:1"], ["cuda:x"], ["mps:0"]):
+        with pytest.raises(EngineError, match="give devices of one kind"):
+            Accelerators.of(mixed)
 
 
 def _online(tmp: Path, engine: EngineChoice) -> Path:

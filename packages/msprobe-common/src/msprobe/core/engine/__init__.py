@@ -21,6 +21,8 @@ from typing import Any, Protocol
 
 ENGINES = ("local", "ray")
 ADDRESS_ENV = "MSPROBE_RAY_ADDRESS"
+ACCELERATORS = {"cuda": "GPU", "npu": "NPU"}  # a device kind → Ray's resource for one device of it
+VISIBILITY = {"cuda": "CUDA_VISIBLE_DEVICES", "npu": "ASCEND_RT_VISIBLE_DEVICES"}  # what Ray sets for a task
 
 
 class EngineError(RuntimeError):
@@ -47,15 +49,39 @@ class EngineChoice:
                               f"allowed only with --engine ray")
 
 
+@dataclass(frozen=True)
+class Accelerators:
+    """Devices of one kind that units replay on, one device each (multi_run_ut's ``-d cuda:0 cuda:1`` on Ray):
+    ``ids`` are the devices every node offers the job (empty: any device of the kind Ray gives)."""
+
+    kind: str
+    ids: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, devices: Sequence[str]) -> Accelerators | None:
+        """``-d``'s device names (``cpu``, ``cuda:N``, ``npu:N``, ``cuda``) → their accelerators (None: the CPU);
+        :class:`EngineError` for a mix of kinds, which one Ray resource per unit cannot express."""
+        kinds = {name.partition(":")[0] for name in devices}
+        ids = tuple(name.partition(":")[2] for name in devices)
+        if kinds == {"cpu"}:
+            return None
+        if len(kinds) != 1 or not kinds <= set(ACCELERATORS) or not all(i.isdigit() for i in ids if i):
+            raise EngineError(f"-d {' '.join(devices)} with --engine ray: give devices of one kind, cpu, cuda[:N] "
+                              f"or npu[:N] (each unit asks Ray for one device of that kind)")
+        return cls(kinds.pop(), () if "" in ids else ids)
+
+
 class Engine(Protocol):
     """Runs ``fn(item)`` for every item and yields the results in the items' order."""
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *, chunksize: int | None = None,
-            isolated: bool = False, serial_below: int = 0) -> Iterator[Any]:
+            isolated: bool = False, serial_below: int = 0, accelerator: str | None = None) -> Iterator[Any]:
         """``workers``: this machine's processes (the local engine; Ray schedules on the cluster's CPUs);
         ``chunksize``: units per task (None: the engine sizes batches to its parallelism); ``isolated``: each
         task in a fresh process (torch and MindSpore do not survive ``fork``); ``serial_below``: fewer items
-        than this run in the caller, where starting processes costs more than the work (local only)."""
+        than this run in the caller, where starting processes costs more than the work (local only);
+        ``accelerator``: each task holds one device of this kind (``cuda``, ``npu``) that Ray assigns it and
+        makes the only one the task sees (Ray only: on the local engine the caller places its units)."""
         ...
 
     def executor(self, max_workers: int, initializer: Callable[[], None] | None = None) -> Executor:
@@ -70,9 +96,11 @@ def batch_size(items: int, parallelism: int) -> int:
 
 
 @contextmanager
-def open_engine(choice: EngineChoice | None = None) -> Iterator[Engine]:
+def open_engine(choice: EngineChoice | None = None, offer: Accelerators | None = None) -> Iterator[Engine]:
     """The engine of ``choice`` for the duration of the block; a Ray started here is shut down after it,
-    one already connected (an outer block, a Ray worker, the user's own ``ray.init``) is joined and kept."""
+    one already connected (an outer block, a Ray worker, the user's own ``ray.init``) is joined and kept.
+    ``offer``: the accelerators a Ray started here offers (exactly its ids); a cluster offers what each node's
+    ``ray start`` declared."""
     choice = choice or EngineChoice()
     if choice.name == "local":
         from msprobe.core.engine.local import LocalEngine
@@ -81,7 +109,8 @@ def open_engine(choice: EngineChoice | None = None) -> Iterator[Engine]:
         return
     from msprobe.core.engine.ray_engine import connected
 
-    with connected(choice.address if choice.address is not None else os.environ.get(ADDRESS_ENV)) as engine:
+    address = choice.address if choice.address is not None else os.environ.get(ADDRESS_ENV)
+    with connected(address, offer) as engine:
         yield engine
 
 

@@ -25,7 +25,7 @@ class LocalEngine:
         return executor
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *, chunksize: int | None = None,
-            isolated: bool = False, serial_below: int = 0) -> Iterator[Any]:
+            isolated: bool = False, serial_below: int = 0, accelerator: str | None = None) -> Iterator[Any]:
         if not isolated and (workers <= 1 or len(items) < serial_below):
             return map(fn, items)
         context = multiprocessing.get_context("spawn") if isolated else None

@@ -2,13 +2,15 @@
 
 A task gets a batch of units (their paths and names) and returns their results; Ray re-runs a task whose
 worker died (``RETRIES``), which is why units must be idempotent. A stream of calls (the online receiver)
-goes to a pool of actors instead (:class:`ActorExecutor`). Only this module imports Ray, and only
-when ``--engine ray`` is chosen.
+goes to a pool of actors instead (:class:`ActorExecutor`). A unit that replays on an accelerator asks Ray for
+one (``num_gpus=1``, or Ray's ``NPU`` resource) and runs on the device Ray assigned it
+(:func:`assigned_device`). Only this module imports Ray, and only when ``--engine ray`` is chosen.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -16,7 +18,7 @@ from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from typing import Any
 
-from msprobe.core.engine import EngineError, WorkerLost, batch_size
+from msprobe.core.engine import ACCELERATORS, VISIBILITY, Accelerators, EngineError, WorkerLost, batch_size
 from msprobe.core.log import logger
 
 RETRIES = 3  # re-runs of a task whose worker process died (Ray's own default for tasks)
@@ -43,8 +45,9 @@ def _probe(address: str) -> None:
 
 
 @contextmanager
-def connected(address: str | None) -> Iterator[RayEngine]:
-    """A :class:`RayEngine` on the cluster at ``address`` (None: a Ray started here, shut down after)."""
+def connected(address: str | None, offer: Accelerators | None = None) -> Iterator[RayEngine]:
+    """A :class:`RayEngine` on the cluster at ``address`` (None: a Ray started here, shut down after, offering
+    exactly ``offer``'s devices when it names them)."""
     ray = _import_ray()
     if ray.is_initialized():
         yield RayEngine(ray)
@@ -52,7 +55,8 @@ def connected(address: str | None) -> Iterator[RayEngine]:
     if address not in (None, "auto"):
         _probe(address)
     try:
-        ray.init(address=address or "local", include_dashboard=False, logging_level="WARNING")
+        with _declared(offer if address is None else None) as devices:
+            ray.init(address=address or "local", include_dashboard=False, logging_level="WARNING", **devices)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # Ray's own text runs to many lines
         raise EngineError(f"the Ray cluster at {address or 'local'!r} cannot be joined: {reason}") from None
@@ -63,12 +67,57 @@ def connected(address: str | None) -> Iterator[RayEngine]:
         ray.shutdown()
 
 
+@contextmanager
+def _declared(offer: Accelerators | None) -> Iterator[dict[str, Any]]:
+    """The ``ray.init`` arguments of a Ray started here that offers ``offer``'s ids: Ray numbers a node's devices
+    by the visibility variable of the process that starts it (set for the start only) and hands out that many."""
+    if offer is None or not offer.ids:
+        yield {}  # Ray finds the machine's devices itself
+        return
+    count = len(offer.ids)
+    variable = VISIBILITY[offer.kind]
+    before = os.environ.get(variable)
+    os.environ[variable] = ",".join(offer.ids)
+    try:
+        yield {"num_gpus": count} if offer.kind == "cuda" else {"resources": {ACCELERATORS[offer.kind]: count}}
+    finally:
+        if before is None:
+            del os.environ[variable]
+        else:
+            os.environ[variable] = before
+
+
+def assigned_device(offer: Accelerators) -> tuple[str, str]:
+    """In a task holding one accelerator: the device Ray assigned it, named as this process numbers it (``cuda:0``:
+    Ray made it the only visible one), and where it is (``cuda device 5 of node 10.0.0.3``, for messages);
+    :class:`EngineError` when it is not one of ``offer``'s ids."""
+    ray = _import_ray()
+    ids = ray.get_runtime_context().get_accelerator_ids().get(ACCELERATORS[offer.kind], [])
+    node = ray.util.get_node_ip_address()
+    if len(ids) != 1 or (offer.ids and ids[0] not in offer.ids):
+        raise EngineError(f"Ray gave a unit {offer.kind} device(s) {ids} on node {node}, but -d offers "
+                          f"{', '.join(offer.ids) or 'one device'}: start each node's Ray with only the devices the "
+                          f"job may use ({VISIBILITY[offer.kind]}=... ray start ...)")
+    name = device_name(offer.kind, ids[0], os.environ.get(VISIBILITY[offer.kind]))
+    return name, f"{offer.kind} device {ids[0]} of node {node}"
+
+
+def device_name(kind: str, device_id: str, visible: str | None) -> str:
+    """Device ``device_id`` of the node as a process numbers it: its position among the ids its visibility
+    variable lists (Ray lists only the assigned one: position 0), or the id itself when the variable is unset."""
+    listed = [part.strip() for part in visible.split(",")] if visible else None
+    if listed is not None and device_id not in listed:
+        raise EngineError(f"{kind} device {device_id} is not visible to this process ({visible!r})")
+    return f"{kind}:{listed.index(device_id) if listed is not None else device_id}"
+
+
 def _run_batch(fn: Callable[[Any], Any], batch: Sequence[Any]) -> list[Any]:
     return [fn(item) for item in batch]
 
 
 class RayEngine:
-    """Batches of units as Ray tasks, one CPU each, scheduled wherever the cluster has one."""
+    """Batches of units as Ray tasks, one CPU each (and one accelerator when asked), scheduled wherever the
+    cluster has them."""
 
     def __init__(self, ray: Any) -> None:
         self._ray = ray
@@ -80,9 +129,13 @@ class RayEngine:
         return ActorExecutor(self._ray, max_workers, initializer)
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *, chunksize: int | None = None,
-            isolated: bool = False, serial_below: int = 0) -> Iterator[Any]:
+            isolated: bool = False, serial_below: int = 0, accelerator: str | None = None) -> Iterator[Any]:
         size = chunksize or batch_size(len(items), int(self._ray.cluster_resources().get("CPU", 1)))
         task = self._isolated if isolated else self._task
+        if accelerator == "cuda":
+            task = task.options(num_gpus=1)
+        elif accelerator is not None:
+            task = task.options(resources={ACCELERATORS[accelerator]: 1})
         fn_ref = self._ray.put(fn)
         refs = [task.remote(fn_ref, items[start:start + size]) for start in range(0, len(items), size)]
         return self._gather(refs)

@@ -24,16 +24,15 @@ from msprobe.pytorch.run_ut.command import _configure as _configure_run_ut
 __all__ = ["DEFAULT_PARTS", "MAX_PARTS", "multi_run_ut", "multi_run_ut_command", "split_parts"]
 
 
-def _run_part(api_info: str, device_of: dict[str, str], device: str, save_error_data: bool, seed: int,
-              jit_compile: bool, part_dir: str, apis: list[str]) -> tuple[int, str | None]:
-    """One part, in its own process: (APIs judged, error message or None), on the device placed for
-    its first API (``device_of``). Error data goes into the part's folder;
-    :func:`~msprobe.core.run_ut.parallel.run_parts` moves it to its final place."""
+def _run_part(api_info: str, save_error_data: bool, seed: int, jit_compile: bool, part_dir: str, apis: list[str],
+              device: str) -> tuple[int, str | None]:
+    """One part, in its own process: (APIs judged, error message or None), on the device
+    :func:`~msprobe.core.run_ut.parallel.run_parts` placed it on (on Ray, the one Ray assigned). Error data
+    goes into the part's folder; ``run_parts`` moves it to its final place."""
     from msprobe.core.run_ut.report import ReportError
     from msprobe.pytorch.run_ut.inputs import RunUtError
     from msprobe.pytorch.run_ut.replay import run_ut
 
-    device = device_of.get(apis[0], device) if apis else device
     if jit_compile:
         from msprobe.pytorch.run_ut.command import set_jit_compile
 
@@ -55,9 +54,11 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
                  engine: EngineChoice | None = None) -> tuple[dict[str, Any], int]:
     """Run ``run_ut`` over ``parts`` processes (default ``min(8, APIs, CPUs)``) and merge the reports;
     returns (the merged summary, APIs judged). ``devices``: part K runs on ``devices[K % len]`` (default:
-    every part on ``device``). ``engine``: where the parts run (default local processes; docs/scale.md).
+    every part on ``device``). ``engine``: where the parts run (default local processes; docs/scale.md); on
+    Ray a part on an accelerator asks Ray for one and replays on the one Ray assigned, among the ids
+    ``devices`` names (checked on the node that runs the part: the machine running this need have none).
     Raises ``RunUtError``/``ReportError`` for bad input."""
-    from msprobe.core.run_ut.parallel import PartError, plan_parts, run_parts
+    from msprobe.core.run_ut.parallel import PartError, run_parts
     from msprobe.core.run_ut.replay_common import error_data_dir, rows_to_check
     from msprobe.core.run_ut.report import report_dir
     from msprobe.pytorch.run_ut.inputs import RunUtError
@@ -65,15 +66,14 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
 
     seed = DEFAULT_SEED if seed is None else seed
     devices = list(devices or [device])
-    for name in devices:
-        check_device(name)
+    if engine is None or engine.name != "ray":  # on Ray the node that runs a part checks its device
+        for name in devices:
+            check_device(name)
     selected = rows_to_check(api_info, csv_path, white_list, black_list, filter_duplicates)
     out = report_dir(output_dir, csv_path)
-    chunks = plan_parts(selected, parts)
-    device_of = {chunk[0]: devices[k % len(devices)] for k, chunk in enumerate(chunks) if chunk}
-    runner = functools.partial(_run_part, str(api_info), device_of, devices[0], save_error_data, seed, jit_compile)
+    runner = functools.partial(_run_part, str(api_info), save_error_data, seed, jit_compile)
     try:
-        return run_parts(runner, selected, out, parts=len(chunks), csv_path=csv_path,
+        return run_parts(runner, selected, out, parts=parts, csv_path=csv_path,
                          error_data_dir=error_data_dir(out, error_data_path) if save_error_data else None,
                          white_list=list(white_list), black_list=list(black_list),
                          filter_duplicates=filter_duplicates, devices=devices, engine=engine)
