@@ -168,6 +168,24 @@ def optimizer_divergences(results: list[RowResult], stacks: dict[str, list[str]]
     return [d for d in diverging_entries(results, stacks) if d.kind == OPTIMIZER_KIND]
 
 
+@dataclass(frozen=True)
+class Amplified:
+    """Rows beyond rounding computed from an ill-conditioned op: not divergences (compare.conditioning)."""
+
+    origin: str  # ``Primitive.bn_train.BatchNorm.6.forward (normalises 2 values per channel)``
+    rows: int  # rows after it beyond rounding
+    worst: float  # their largest excess
+
+
+def amplified_rows(results: list[RowResult]) -> Amplified | None:
+    """What the first divergence left out because an ill-conditioned op came before; None when nothing was."""
+    beyond = [r for r in results if r.amplified_by is not None and r.excess is not None and r.excess > 1
+              and not r.diverges]
+    if not beyond:
+        return None
+    return Amplified(beyond[0].amplified_by, len(beyond), max(r.excess for r in beyond))  # type: ignore[arg-type]
+
+
 _LIBRARY_DIRS = ("site-packages", "dist-packages")
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from msprobe.core.compare.align import align_entries, cross_framework, entry_mapping, pair_rows
 from msprobe.core.compare.attribution import Replay, attribute
-from msprobe.core.compare.divergence import first_divergence, group_by_entry, optimizer_divergences
+from msprobe.core.compare.divergence import amplified_rows, first_divergence, group_by_entry, optimizer_divergences
 from msprobe.core.compare.mapfiles import UserMaps
 from msprobe.core.compare.metrics import TensorMetrics, compare_tensors
 from msprobe.core.compare.progress import Progress
@@ -247,7 +247,8 @@ def compare_read(npu: DumpFile, bench: DumpFile, output_dir: str | os.PathLike, 
         divergence = attributed.first_local.suspect if attributed.first_local else divergence
     stem = report_stem or f"compare_result_{time.strftime('%Y%m%d%H%M%S')}"
     result = CompareResult(npu.mode, results, divergence, {}, npu.path, bench.path, unit, optimizer,
-                           options.auto_analyze, attributed, is_cross_framework(npu, bench))
+                           options.auto_analyze, attributed, is_cross_framework(npu, bench),
+                           amplified_rows(results) if options.auto_analyze else None)
     result.reports = write_reports(result, out, stem, options.with_stack, stacks)
     logger.info("compared %d rows in %.1f s", len(results), time.monotonic() - started)
     return result

@@ -72,6 +72,11 @@ def announce(result: CompareResult, paths: dict[str, Path]) -> None:
                         "statistics average away (an ill-conditioned op before it, such as a BatchNorm over a few "
                         "values per channel); a tensor dump of %s and its inputs tells "
                         "(docs/compare.md#what-statistics-cannot-see)", printable(found.entry))
+    if result.amplified is not None:
+        logger.warning("rounding amplified: %d rows computed from %s differ beyond rounding (at most %.3g times), "
+                       "not taken as divergences: no compare can bound rounding an ill-conditioned op amplifies; a "
+                       "divergence entering through a parameter is still named (docs/compare.md#ill-conditioned-ops)",
+                       result.amplified.rows, printable(result.amplified.origin), result.amplified.worst)
     if result.optimizer:
         first = result.optimizer[0]
         logger.warning("optimizer: %d entries differ beyond rounding, first %s at %s (not taken as the first "
@@ -82,7 +87,8 @@ def announce(result: CompareResult, paths: dict[str, Path]) -> None:
     logger.info("compare (%s mode): %d rows, %d failing the 1.1.1 verdict, %d beyond rounding", result.mode,
                 len(result.results), failing, beyond)
     if found is None and result.analyzed:
-        logger.info("first divergence: none, no forward or backward output differs beyond rounding")
+        logger.info("first divergence: none, no forward or backward output differs beyond rounding%s",
+                    " but the amplified rounding above" if result.amplified is not None else "")
     if result.not_compared:
         logger.error("%d rows could not be compared: their tensor files are missing or unreadable (see Err_message "
                      "in the reports)", result.not_compared)

@@ -156,6 +156,16 @@ def _optimizer_section(result: CompareResult, limit: int = 50) -> str:
             f"<ul>{items}</ul>{more}")
 
 
+def _amplified_section(result: CompareResult) -> str:
+    found = result.amplified
+    if found is None:
+        return ""
+    return (f"<h2>Rounding amplified</h2><p>{found.rows} rows computed from {_e(found.origin)} differ beyond rounding "
+            f"(at most {_excess_text(found.worst)}). They are not taken as divergences: an ill-conditioned op "
+            f"amplifies rounding beyond any bound a compare could check, so a fault after it shows only where it "
+            f"enters through a parameter. Their Rounding excess stays in the table.</p>")
+
+
 def _small_table(header: list[str], rows: list[list[Any]], highlights: list[str]) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join(
@@ -277,7 +287,7 @@ def write_html(path: Path, result: CompareResult, header: list[str], cells_of: C
         f"</head><body><h1>msprobe compare ({_e(result.mode)} mode)</h1>"
         f"<p>NPU: {_e(result.npu_path)}<br>Bench: {_e(result.bench_path)}</p>{_not_compared(result)}"
         f"<h2>First divergence</h2>{_divergence_section(result)}{_attribution_section(result)}"
-        f"{_optimizer_section(result)}"
+        f"{_amplified_section(result)}{_optimizer_section(result)}"
         f"<h2>Worst rows</h2>{worst_table}"
         f"<h2>Along execution order</h2>{_chart(result.results, mark)}"
         f"<h2>All rows</h2>{_table_note(len(shown), len(result.results), full_reports)}"

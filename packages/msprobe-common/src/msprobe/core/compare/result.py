@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from msprobe.core.compare.attribution import Attribution
-from msprobe.core.compare.divergence import Divergence
+from msprobe.core.compare.divergence import Amplified, Divergence
 from msprobe.core.compare.verdict import RowResult
 
 
@@ -27,6 +27,7 @@ class CompareResult:
     analyzed: bool = True  # False with -c: no first-divergence analysis was asked for
     attribution: Attribution | None = None  # --attribute: the replayed suspects (compare.attribution)
     cross_framework: bool = False  # MindSpore against PyTorch: the rounding slacks are wider (compare.rounding)
+    amplified: Amplified | None = None  # rows beyond rounding after an ill-conditioned op (compare.conditioning)
 
     @property
     def not_compared(self) -> int:

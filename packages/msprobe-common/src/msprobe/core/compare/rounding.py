@@ -2,8 +2,9 @@
 
 The verdict columns keep msprobe 1.1.1's fixed thresholds, which cannot tell bf16 rounding from a fault;
 the first divergence uses this rule instead: a row's allowance is slack · u · S (the run's unit roundoff,
-the row's own scale) plus what its inputs carry, and ``excess`` = difference / allowance diverges above 1.
-The rule and the calibration of :data:`FORWARD_SLACK` and :data:`BACKWARD_SLACK` are stated in
+the row's own scale; :data:`EXTREME_FACTOR` times the slack for Max and Min) plus what its inputs carry, and
+``excess`` = difference / allowance diverges above 1, except after an ill-conditioned op
+(:mod:`.conditioning`). The rule and the calibration of the slacks are stated in
 docs/compare.md#first-divergence-beyond-rounding.
 """
 
@@ -13,6 +14,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from msprobe.core.compare.conditioning import ill_conditioned
 from msprobe.core.compare.metrics import stat_of
 from msprobe.core.compare.rows import Row
 from msprobe.core.compare.verdict import STAT_KEYS, RowResult
@@ -27,6 +29,12 @@ _ALIASES = {"double": "float64", "float": "float32", "half": "float16", "bf16": 
             "fp32": "float32", "fp64": "float64", "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32"}
 FORWARD_SLACK = 8.0
 BACKWARD_SLACK = 128.0
+# Max and Min are single elements, Norm and Mean every element at once: an extreme element carries the rounding
+# of every op that made it, amplified by ill-conditioned ops whose own statistics do not show it (a BatchNorm over
+# a few values per channel), so a statistics row's Max and Min get this many times the slack
+# (docs/compare.md#first-divergence-beyond-rounding).
+EXTREME_FACTOR = 8.0
+EXTREMES = ("Max", "Min")
 # A MindSpore port against PyTorch runs two implementations of every kernel (another exp, another
 # reduction order), not one kernel in two precisions: in float32 the fault-free ports of
 # tests/mindspore/test_cross_framework_compare.py differ by up to 1.9 forward slacks (softmax), so the
@@ -70,8 +78,9 @@ Signature = tuple
 
 
 def signature(result: RowResult) -> Signature | None:
-    """What identifies a tensor value across entries: both sides' dtype and statistics (a view or reshape
-    keeps them; the shape is left out). None when a side records no statistics."""
+    """What identifies a tensor value across entries: both sides' statistics, which a view, a reshape and an
+    exact cast keep (so the shape and the dtype are left out: an unrecorded up-cast, as MindSpore's amp
+    makes of a cell's output, is the same value). None when a side records no statistics."""
     sides = []
     for row in (result.npu, result.bench):
         if row is None or not row.is_tensor:
@@ -79,18 +88,24 @@ def signature(result: RowResult) -> Signature | None:
         stats = tuple(row.value.get(k) for k in (*STAT_KEYS, "md5"))
         if all(v is None for v in stats[:4]):
             return None
-        sides.append((row.value.get("dtype"), stats))
+        sides.append(stats)
     return tuple(sides)
 
 
 def judge_entries(entries: Iterable[list[RowResult]], unit: float, cross_framework: bool = False) -> None:
     """Judge every entry in execution order: an input that an earlier entry output is that output, and
     takes its excess (judged with what its own inputs carried); an input that no earlier entry output
-    (a parameter, a buffer, the batch) is judged by itself and marked ``entering``."""
+    (a parameter, a buffer, the batch) is judged by itself and marked ``entering``. From the first
+    ill-conditioned op on, every row but those entering inputs is marked ``amplified_by`` that op."""
     produced: dict[Signature, float | None] = {}
+    amplifier: str | None = None
     for rows in entries:
         judge_entry(rows, unit, cross_framework, produced)
+        if amplifier is None and (reason := ill_conditioned(rows)) is not None:
+            amplifier = f"{rows[0].entry} ({reason})"
         for result in rows:
+            if amplifier is not None and not result.entering:
+                result.amplified_by = amplifier
             key = signature(result) if result.part == "output" else None
             if key is not None:
                 produced.setdefault(key, result.excess)
@@ -100,7 +115,8 @@ def judge_entry(rows: list[RowResult], unit: float, cross_framework: bool = Fals
                 produced: dict[Signature, float | None] | None = None) -> None:
     """Set ``excess`` on every row of one entry: inputs first (``produced``: the excess of the earlier
     outputs by :func:`signature`), then the other rows with the rounding the passing inputs carry (a
-    backward entry's rows share its input scale as a floor)."""
+    backward entry's rows share its input scale as a floor); an output that is an earlier output's value
+    keeps that output's excess."""
     backward = _is_backward(rows[0].entry)
     allowance = unit * (BACKWARD_SLACK if backward else FORWARD_SLACK) * (CROSS_FRAMEWORK_SLACK if cross_framework
                                                                           else 1.0)
@@ -113,26 +129,35 @@ def judge_entry(rows: list[RowResult], unit: float, cross_framework: bool = Fals
         else:
             result.excess = excess(result, allowance, floor)
             result.entering = key is not None
-    carried = [Carried(deviation, _scales(r, floor)) for r in inputs
-               if r.excess is not None and r.excess <= 1 and (deviation := _deviation(r, floor))]
+    carried = [Carried(*deviations, _scales(r, floor)) for r in inputs
+               if r.excess is not None and r.excess <= 1 and (deviations := _deviations(r, floor))[1]]
     for result in rows:
-        if result.part != "input":
+        if result.part == "input":
+            continue
+        key = signature(result) if produced is not None and result.part == "output" else None
+        if key is not None and key in produced:  # a module's output is the value the last API inside it made
+            result.excess = produced[key]
+        else:
             result.excess = excess(result, allowance, floor, carried)
 
 
 @dataclass(frozen=True)
 class Carried:
-    """What one passing input brings to its entry's outputs: its relative deviation and its scales."""
+    """What one passing input brings to its entry's outputs: its relative deviations and its scales."""
 
-    deviation: float  # the input's largest difference over its own scale (:func:`_deviation`)
+    deviation: float  # the input's largest difference over its own scale in Norm and Mean (:func:`_deviations`)
+    extreme: float  # the same over all measures, its moved Max and Min included
     scales: dict[str, float]  # its scale per measure: "Norm" (tensor norm), "Max", "Min", "Mean"
 
     def allowance(self, measure: str, out_scale: float) -> float:
-        return self.deviation * max(self.scales.get(measure, 0.0), out_scale)
+        """A moved extreme is one element: it can move the output's extremes as far, not its Norm or Mean."""
+        deviation = self.extreme if measure in EXTREMES else self.deviation
+        return deviation * max(self.scales.get(measure, 0.0), out_scale)
 
 
 def _carry(carried: list[Carried], measure: str, out_scale: float) -> float:
-    return max((c.allowance(measure, out_scale) for c in carried), default=0.0)
+    """The inputs' carries add up: an output's error is, to first order, the sum of what each input brings."""
+    return sum(c.allowance(measure, out_scale) for c in carried)
 
 
 def _finite_abs(*values: float | None) -> float:
@@ -241,13 +266,22 @@ def _scales(result: RowResult, floor: float) -> dict[str, float]:
     return {"Norm": scale} if scale else {}
 
 
-def _deviation(result: RowResult, floor: float) -> float:
-    """An input's measured relative deviation: its largest difference over that measure's scale (the
-    excess with an allowance of 1, and no carry); 0 where there is no number."""
-    if not _scales(result, floor):
-        return 0.0
-    deviation = excess(result, 1.0, floor)
-    return deviation if deviation is not None and math.isfinite(deviation) else 0.0
+def _deviations(result: RowResult, floor: float) -> tuple[float, float]:
+    """An input's measured relative deviations, (in Norm and Mean, in any measure): its largest difference over
+    that measure's scale; 0 where there is no number. A tensor row's one measure, its norm, is both."""
+    npu, bench = result.npu, result.bench
+    scales = _scales(result, floor)
+    if not scales:
+        return 0.0, 0.0
+    if result.mode != "summary":
+        deviation = excess(result, 1.0, floor)
+        deviation = deviation if deviation is not None and math.isfinite(deviation) else 0.0
+        return deviation, deviation
+    moved = {key: _ratio(abs(a - b), scales[key]) for key, a, b in _stat_pairs(npu, bench)
+             if a is not None and b is not None and math.isfinite(a) and math.isfinite(b)}
+    moved = {key: value for key, value in moved.items() if math.isfinite(value)}
+    aggregate = max((v for k, v in moved.items() if k not in EXTREMES), default=0.0)
+    return aggregate, max(moved.values(), default=0.0)
 
 
 def _stats_excess(npu: Row, bench: Row, allowance: float, floor: float, carried: list[Carried]) -> float | None:
@@ -261,6 +295,7 @@ def _stats_excess(npu: Row, bench: Row, allowance: float, floor: float, carried:
                 worst = worst or 0.0
                 continue
             return math.inf
-        ratio = _ratio(abs(a - b), allowance * scales[key] + _carry(carried, key, scales[key]))
+        slack = allowance * (EXTREME_FACTOR if key in EXTREMES else 1.0)
+        ratio = _ratio(abs(a - b), slack * scales[key] + _carry(carried, key, scales[key]))
         worst = ratio if worst is None else max(worst, ratio)
     return worst

@@ -46,12 +46,16 @@ class RowResult:
     excess: float | None = None  # difference / what rounding explains (compare.rounding); > 1 diverges
     not_compared: bool = False  # its tensor files are missing or unreadable
     entering: bool = False  # an input no earlier entry output: a parameter, buffer or the batch (compare.rounding)
+    amplified_by: str | None = None  # the ill-conditioned op this value was computed from (compare.conditioning)
 
     @property
     def diverges(self) -> bool:
         """Beyond rounding (compare.rounding), or, where that rule has no number (md5 mode, non-numeric
-        values), a failing verdict."""
-        return self.excess > 1 if self.excess is not None else self.failed
+        values), a failing verdict. A finite difference of a value computed from an ill-conditioned op is
+        not a divergence: rounding amplified there has no bound a compare could check."""
+        if self.excess is None:
+            return self.failed
+        return self.excess > 1 and (self.amplified_by is None or not math.isfinite(self.excess))
 
     @property
     def entry(self) -> str:

@@ -60,6 +60,10 @@ def compare_graphs(npu_graph: Graph, bench_graph: Graph, npu: DumpFile, bench: D
             node.excess = None if entry_kind(node.id, stacks) == OPTIMIZER_KIND else _excess(rows_of.get(node.id, []))
             node.row_fields = {r.npu.name: _row_fields(mode, r) for r in rows_of.get(node.id, [])
                                if r.npu is not None and r.bench is not None}
+            amplified = [r.amplified_by for r in rows_of.get(node.id, []) if r.amplified_by is not None
+                         and r.excess is not None and r.excess > 1 and not r.diverges]
+            if amplified:
+                node.data["rounding_amplified_by"] = amplified[0]
     _aggregate(npu_graph.root, mode)
     _aggregate_excess(npu_graph.root)
     for node in npu_graph.root.walk():
@@ -108,9 +112,10 @@ def _index(mode: str, rows: list[RowResult]) -> float:
 
 
 def _excess(rows: list[RowResult]) -> float | None:
-    """The largest rounding excess of the outputs and of the inputs no recorded call produced."""
-    known = [r.excess for r in rows if r.excess is not None and r.npu is not None and r.bench is not None
-             and (r.part == "output" or r.entering)]
+    """The largest rounding excess of the outputs and of the inputs no recorded call produced; a row computed
+    from an ill-conditioned op counts up to 1 at most, as the first divergence counts it (compare.conditioning)."""
+    known = [r.excess if r.diverges or r.excess <= 1 else 1.0 for r in rows if r.excess is not None
+             and r.npu is not None and r.bench is not None and (r.part == "output" or r.entering)]
     return max(known, default=None)
 
 
