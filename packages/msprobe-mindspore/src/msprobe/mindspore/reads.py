@@ -56,22 +56,22 @@ def note(tensor: mindspore.Tensor) -> PendingRead:
 def settle() -> None:
     """Make every pending read, the newest first: its read waits for the queue once, and the older tensors
     are computed by then. An operator that failed in the meantime raises at the first read, whichever tensor
-    it reads (MindSpore's way); the reads are all made, then the error goes to the user's code that is
-    running now, as MindSpore would have raised it at the user's next read."""
+    it reads (MindSpore's way), and the executor skips what was queued after it: which of the batch's
+    tensors hold values is then unknown, so each unread one gets null statistics (as a tensor without data
+    does), and the error goes to the user's code that is running now, as MindSpore would have raised it at
+    the user's next read."""
     global _pending_bytes
     reads = _pending[::-1]
     _pending.clear()
     _pending_bytes = 0
-    failure = None
-    for read in reads:
-        try:
-            values = read_host(read.tensor)
-        except UserComputationError as error:  # raised once: the same read gives the memory now
-            failure = failure or error
-            values = read_host(read.tensor)
-        read.result, read.tensor = host_stats(values), None
-    if failure is not None:
-        raise failure
+    try:
+        for read in reads:
+            read.result, read.tensor = host_stats(read_host(read.tensor)), None
+    except UserComputationError:
+        for read in reads:
+            if read.tensor is not None:
+                read.result, read.tensor = TensorStats(None, None, None, None), None
+        raise
 
 
 def read_host(tensor: mindspore.Tensor) -> np.ndarray:
