@@ -81,6 +81,7 @@ def test_after_an_ill_conditioned_op_rows_beyond_rounding_are_amplified_not_dive
                tensor("Functional.linear.1.forward", "output.0", [2, 4], stats(1.0, 0.3), stats(1.0))]
     rows = _run([bn, swung, faulted])
     origin = "Functional.batch_norm.0.forward (normalises 2 values per channel)"
+    assert bn[0].amplified_by is None and bn[-1].amplified_by == origin  # its input came before it
     assert swung[2].excess > 1 and swung[2].amplified_by == origin and not swung[2].diverges
     weight = faulted[1]
     assert weight.entering and weight.amplified_by is None and weight.diverges  # a parameter: not computed from it

@@ -96,15 +96,17 @@ def judge_entries(entries: Iterable[list[RowResult]], unit: float, cross_framewo
     """Judge every entry in execution order: an input that an earlier entry output is that output, and
     takes its excess (judged with what its own inputs carried); an input that no earlier entry output
     (a parameter, a buffer, the batch) is judged by itself and marked ``entering``. From the first
-    ill-conditioned op on, every row but those entering inputs is marked ``amplified_by`` that op."""
+    ill-conditioned op on (its own outputs included, not its inputs), every row but those entering inputs is
+    marked ``amplified_by`` that op."""
     produced: dict[Signature, float | None] = {}
     amplifier: str | None = None
     for rows in entries:
         judge_entry(rows, unit, cross_framework, produced)
+        after = amplifier is not None
         if amplifier is None and (reason := ill_conditioned(rows)) is not None:
             amplifier = f"{rows[0].entry} ({reason})"
         for result in rows:
-            if amplifier is not None and not result.entering:
+            if amplifier is not None and not result.entering and (after or result.part != "input"):
                 result.amplified_by = amplifier
             key = signature(result) if result.part == "output" else None
             if key is not None:
