@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from msprobe.core.compare.conditioning import FEW_VALUES, ill_conditioned
+from msprobe.core.compare.conditioning import FEW_VALUES, Normalisation, amplification, ill_conditioned, normalisation
 from msprobe.core.compare.divergence import amplified_rows, first_divergence
 from msprobe.core.compare.rounding import EXTREME_FACTOR, FORWARD_SLACK, judge_entries
 from msprobe.core.compare.rows import Row
@@ -54,13 +54,47 @@ def batch_norm(entry: str, shape: list[int], training: object = True) -> list[Ro
      "normalises 2 values per channel of each sample"),
     ([tensor("Functional.group_norm.0.forward", "input.0", [8, 6, 1, 1], stats(1.0)),
       scalar("Functional.group_norm.0.forward", "input.1", 3)], "normalises 2 values per group"),
-    ([tensor("Functional.layer_norm.0.forward", "input.0", [2, 2], stats(1.0))], None),  # not a batch statistic
+    ([tensor("Functional.layer_norm.0.forward", "input.0", [4, 2], stats(1.0)),
+      scalar("Functional.layer_norm.0.forward", "input.1.0", 2)], "normalises 2 values per normalised slice"),
+    ([tensor("Functional.layer_norm.0.forward", "input.0", [4, 2], stats(1.0))], None),  # normalized_shape unknown
     ([tensor("Module.bn.BatchNorm2d.forward.0", "input.0", [2, 16, 1, 1], stats(1.0))], None),  # mode unknown
     ([tensor("Functional.batch_norm.0.backward", "input.0", [2, 16, 1, 1], stats(1.0))], None),
 ])
 def test_which_normalisations_are_ill_conditioned(rows, reason):
     assert FEW_VALUES == 3
     assert ill_conditioned(rows) == reason
+
+
+def _amplification_in_numpy(groups: list[np.ndarray], eps: float) -> float:
+    """Each group's RMS over its spread, by the textbook formulas, then their RMS over the groups."""
+    ratios = [np.sqrt(np.sum(g.astype(np.float64) ** 2) / g.size) / np.sqrt(np.var(g.astype(np.float64)) + eps)
+              for g in groups]
+    return float(np.sqrt(np.mean(np.square(ratios))))
+
+
+def test_how_much_each_normalisation_amplifies_its_input_s_relative_rounding():
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((4, 6, 3, 5)) * 0.05 + rng.standard_normal((1, 6, 1, 1)) * 3).astype(np.float32)
+    entry = "Functional.{}.0.forward"
+    cases = [  # (rows of the entry, the groups as numpy slices them)
+        (batch_norm(entry.format("batch_norm"), list(x.shape)), [x[:, c] for c in range(6)]),
+        ([tensor(entry.format("instance_norm"), "input.0", list(x.shape), stats(1.0))],
+         [x[n, c] for n in range(4) for c in range(6)]),
+        ([tensor(entry.format("group_norm"), "input.0", list(x.shape), stats(1.0)),
+          scalar(entry.format("group_norm"), "input.1", 2), scalar(entry.format("group_norm"), "input.eps", 1e-3)],
+         [x[n, 3 * g:3 * g + 3] for n in range(4) for g in range(2)]),
+        ([tensor(entry.format("layer_norm"), "input.0", list(x.shape), stats(1.0)),
+          scalar(entry.format("layer_norm"), "input.1.0", 3), scalar(entry.format("layer_norm"), "input.1.1", 5)],
+         [x[n, c] for n in range(4) for c in range(6)]),
+    ]
+    for rows, groups in cases:
+        norm = normalisation(rows)
+        assert norm.groups == len(groups)
+        assert amplification(x, norm) == pytest.approx(_amplification_in_numpy(groups, norm.eps), rel=1e-12)
+    assert normalisation(cases[2][0]).eps == 1e-3 and normalisation(cases[0][0]).eps == 1e-5
+    assert amplification(x[:, :3], normalisation(cases[0][0])) is None  # 3 channels where the op had 6
+    centred = x - x.mean(axis=(0, 2, 3), keepdims=True)
+    assert amplification(centred, Normalisation(6, True, 0.0, "channel")) == pytest.approx(1.0, rel=1e-6)
 
 
 def _run(entries: list[list[RowResult]]) -> list[RowResult]:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from msprobe.core.compare.align import align_entries, cross_framework, entry_mapping, pair_rows
 from msprobe.core.compare.attribution import Replay, attribute
+from msprobe.core.compare.conditioning import Normalisation, amplification, normalisation
 from msprobe.core.compare.divergence import amplified_rows, first_divergence, group_by_entry, optimizer_divergences
 from msprobe.core.compare.mapfiles import UserMaps
 from msprobe.core.compare.metrics import TensorMetrics, compare_tensors
@@ -119,14 +120,16 @@ def _judge_cheap(results: list[RowResult]) -> list[int]:
     return pending
 
 
-def _tensor_job(job: tuple[TensorLoader, Source, Source]) -> TensorMetrics | str:
-    """Worker: load one pair, compare, drop it. A string is the reason the pair could not be read."""
-    loader, *sides = job
+def _tensor_job(job: tuple[TensorLoader, Source, Source, Normalisation | None]) -> TensorMetrics | str:
+    """Worker: load one pair, compare, drop it. A string is the reason the pair could not be read. The input of
+    a normalisation also gets how much the op amplifies its rounding, measured on the bench's values."""
+    loader, npu, bench, norm = job
     try:
-        arrays = [load_source(loader, source, side) for side, source in zip(("NPU", "bench"), sides)]
+        arrays = [load_source(loader, source, side) for side, source in (("NPU", npu), ("bench", bench))]
     except SourceError as exc:
         return str(exc)
-    return compare_tensors(arrays[0], arrays[1])
+    metrics = compare_tensors(arrays[0], arrays[1])
+    return metrics if norm is None else replace(metrics, amplification=amplification(arrays[1], norm))
 
 
 def _run_jobs(jobs: list, workers: int, options: CompareOptions) -> Iterator[TensorMetrics | str]:
@@ -176,10 +179,12 @@ def check_attribute(options: CompareOptions) -> None:
 
 def compute_tensor_rows(results: list[RowResult], pending: list[int], npu: DumpFile, bench: DumpFile,
                         loader: TensorLoader, options: CompareOptions) -> None:
+    normalised = {rows[0].entry: norm for _, rows in group_by_entry(results) if (norm := normalisation(rows))}
     jobs = []
     for index in pending:
         result = results[index]
-        jobs.append((loader, tensor_source(npu, result.npu.value), tensor_source(bench, result.bench.value)))
+        norm = normalised.get(result.entry) if result.npu.suffix == "input.0" else None
+        jobs.append((loader, tensor_source(npu, result.npu.value), tensor_source(bench, result.bench.value), norm))
     workers = check_workers(options.workers) or default_workers()
     for index, outcome in zip(pending, _run_jobs(jobs, workers, options)):
         if isinstance(outcome, str):

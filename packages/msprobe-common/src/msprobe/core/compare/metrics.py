@@ -47,6 +47,7 @@ class TensorMetrics:
     nonfinite_mismatch: int = 0
     shape_mismatch: bool = False
     messages: tuple[str, ...] = ()
+    amplification: float | None = None  # a normalisation's input: how it multiplies relative rounding (.conditioning)
 
 
 def as_float64(array: np.ndarray) -> np.ndarray:

@@ -131,7 +131,7 @@ def judge_entry(rows: list[RowResult], unit: float, cross_framework: bool = Fals
         else:
             result.excess = excess(result, allowance, floor)
             result.entering = key is not None
-    carried = [Carried(*deviations, _scales(r, floor)) for r in inputs
+    carried = [Carried(*deviations, _scales(r, floor), _amplification(r)) for r in inputs
                if r.excess is not None and r.excess <= 1 and (deviations := _deviations(r, floor))[1]]
     for result in rows:
         if result.part == "input":
@@ -150,11 +150,17 @@ class Carried:
     deviation: float  # the input's largest difference over its own scale in Norm and Mean (:func:`_deviations`)
     extreme: float  # the same over all measures, its moved Max and Min included
     scales: dict[str, float]  # its scale per measure: "Norm" (tensor norm), "Max", "Min", "Mean"
+    amplification: float = 1.0  # a normalisation's input: how much the op multiplies its relative deviation
 
     def allowance(self, measure: str, out_scale: float) -> float:
         """A moved extreme is one element: it can move the output's extremes as far, not its Norm or Mean."""
         deviation = self.extreme if measure in EXTREMES else self.deviation
-        return deviation * max(self.scales.get(measure, 0.0), out_scale)
+        return deviation * max(self.scales.get(measure, 0.0), self.amplification * out_scale)
+
+
+def _amplification(result: RowResult) -> float:
+    measured = result.tensor.amplification if result.tensor is not None else None
+    return measured if measured is not None and measured > 1 else 1.0
 
 
 def _carry(carried: list[Carried], measure: str, out_scale: float) -> float:
