@@ -2,7 +2,8 @@
 local processes give, on a loopback cluster, where ``-csv_path`` resumes a local run; a part whose worker is
 killed mid-run is re-run from an empty folder, so no API is lost or reported twice; parts on accelerators hold
 one device each that Ray assigned and made visible (a Ray that declares GPUs and NPUs it does not have: the
-replay itself runs on the CPU here). The online receiver's replays on Ray actors give the local receiver's reports.
+replay itself runs on the CPU here). The online receiver's replays on Ray actors give the local receiver's reports;
+its actors hold devices by the same rule as the parts.
 """
 
 from __future__ import annotations
@@ -27,9 +28,13 @@ from test_run_ut import _dump, _one, _rows
 from msprobe.core import cli
 from msprobe.core.engine import ACCELERATORS, VISIBILITY, Accelerators, EngineChoice, EngineError
 from msprobe.core.engine.ray_engine import device_name
-from msprobe.core.run_ut.parallel import run_parts
+from msprobe.core.online.receiver import Intake, Receiver, ReplayPool
+from msprobe.core.online.transport import DirWatcher
+from msprobe.core.online.wire import Limits
+from msprobe.core.run_ut.parallel import offered, run_parts
 from msprobe.core.run_ut.replay_common import rows_to_check
 from msprobe.pytorch.online.receive import receive_if_online
+from msprobe.pytorch.online.replay import replay_frames
 from msprobe.pytorch.run_ut import multi
 from msprobe.pytorch.run_ut.replay import DEFAULT_SEED
 
@@ -225,12 +230,79 @@ def _online(tmp: Path, engine: EngineChoice) -> Path:
     return out
 
 
-def test_online_replays_on_ray_actors_give_the_local_reports(local_ray, tmp_path, monkeypatch):
-    outs = []
-    for name, workers in (("local", "1"), ("ray", "2")):  # on Ray, at most two actors, grown as records queue up
-        monkeypatch.setenv("MSPROBE_ONLINE_WORKERS", workers)
-        outs.append(_online(tmp_path / name, EngineChoice(name)))
-    _assert_same_online_reports(outs)
+@pytest.fixture(scope="module")
+def online_local(local_ray, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The local receiver's reports of :func:`_online`'s run, with one replay process."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MSPROBE_ONLINE_WORKERS", "1")
+        return _online(tmp_path_factory.mktemp("online") / "local", EngineChoice("local"))
+
+
+def test_online_replays_on_ray_actors_give_the_local_reports(online_local, local_ray, tmp_path, monkeypatch):
+    monkeypatch.setenv("MSPROBE_ONLINE_WORKERS", "2")  # on Ray, at most two actors, grown as records queue up
+    _assert_same_online_reports([online_local, _online(tmp_path / "ray", EngineChoice("ray"))])
+
+
+def _records(tmp: Path) -> Path:
+    """The shared directory of :func:`_online`'s two training steps, before any receiver reads it."""
+    tmp.mkdir()
+    train(sender_config(tmp, {"nfs_path": str(tmp / "nfs")}, [0, 1]), 2)
+    return tmp / "nfs"
+
+
+def told(record: Path, device: str) -> None:
+    """An actor's initializer: what it was told — its device, the visibility variables it sees, the ids Ray assigned
+    it — recorded (the replay itself runs on the CPU, as there is no accelerator here)."""
+    from ray import get_runtime_context
+
+    told = {"device": device, "seen": {v: os.environ.get(v) for v in VISIBILITY.values()},
+            "ids": get_runtime_context().get_accelerator_ids()}
+    (record / f"{os.getpid()}.tmp").write_text(json.dumps(told))
+    (record / f"{os.getpid()}.tmp").rename(record / f"{os.getpid()}.json")
+
+
+def on_cpu_once_both_told(record: Path, forward: bytes, backward: bytes | None, *, device: str):
+    """The replay of a record on the CPU, its actor's first one only once the other actor was told its device too
+    (so both held their devices at once; the first record keeps the first actor busy, so the pool grows)."""
+    deadline = (record / f"{os.getpid()}.json").stat().st_mtime + 30
+    while len(list(record.glob("*.json"))) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    return replay_frames(forward, backward, device="cpu", max_message_mb=64)
+
+
+@pytest.mark.parametrize("kind", ["npu"])  # cuda: the next test but one (a Ray started for the command)
+def test_online_actors_on_accelerators_hold_distinct_devices_that_ray_made_visible(kind, online_local, local_ray,
+                                                                                   tmp_path):
+    """The receiver's pieces as ``receive`` joins them, with ``-d`` naming the module Ray's two devices of ``kind``."""
+    nfs, record, out = _records(tmp_path / "sent"), tmp_path / "record", tmp_path / "out"
+    record.mkdir()
+    ray_engine = EngineChoice("ray")
+    pool = ReplayPool(2, functools.partial(on_cpu_once_both_told, record), functools.partial(told, record),
+                      ray_engine, offered([f"{kind}:{i}" for i in DECLARED[kind]], ray_engine))
+    intake = Intake([0], pool.submit)
+    watcher = DirWatcher(str(nfs), Limits.from_megabytes(64), intake)
+    try:
+        Receiver(out, intake, pool, {"device": kind, "mode": "online"}).run()
+    finally:
+        watcher.close()
+        pool.close()
+    told_ = [json.loads(path.read_text()) for path in sorted(record.glob("*.json"))]
+    assigned = [actor["ids"][ACCELERATORS[kind]] for actor in told_]
+    assert sorted(ids[0] for ids in assigned) == sorted(DECLARED[kind]) and all(len(ids) == 1 for ids in assigned)
+    for actor, (device_id,) in zip(told_, assigned):
+        assert actor["seen"][VISIBILITY[kind]] == device_id and actor["device"] == f"{kind}:0"
+        other = next(k for k in DECLARED if k != kind)
+        assert actor["ids"][ACCELERATORS[other]] == [] and actor["seen"][VISIBILITY[other]] == ",".join(DECLARED[other])
+    _assert_same_online_reports([online_local, out])
+
+
+def test_an_online_actor_given_a_device_that_d_does_not_offer_ends_the_run(local_ray, tmp_path):
+    nfs = _records(tmp_path / "sent")
+    config = write_json(tmp_path / "receiver.json", {"task": "run_ut", "run_ut": {"is_online": True,
+                                                                                  "nfs_path": str(nfs)}})
+    with pytest.raises(EngineError, match=r"Ray gave a unit cuda device\(s\) \['[35]'\] on node [\d.]+, but -d "
+                                          r"offers 7: start each node's Ray with only the devices"):
+        receive_if_online(str(config), str(tmp_path / "out"), ["cuda:7"], EngineChoice("ray"))
 
 
 def _assert_same_online_reports(outs: list[Path]) -> None:
@@ -271,6 +343,24 @@ def test_online_replays_on_a_loopback_cluster_give_the_local_reports(cluster, tm
                                         env={**env, "MSPROBE_ONLINE_WORKERS": "2"})
     assert f"engine ray: 2.0 CPUs at {address}" in output  # the cluster's two CPUs, not a Ray of its own
     _assert_same_online_reports([local, on_ray])
+
+
+def test_an_online_receiver_started_with_d_offers_its_ray_those_devices(tmp_path):
+    """``run_ut -config online.json -d cuda:2 cuda:6 --engine ray`` on a machine without CUDA: the command's own Ray
+    declares GPUs 2 and 6, the first actor asks it for one and is told ``cuda:0``, which torch here cannot open (only
+    a GPU node can replay there): the run ends before replaying, exit 2, naming the device and node."""
+    nfs = _records(tmp_path / "sent")
+    config = write_json(tmp_path / "receiver.json", {"task": "run_ut", "run_ut": {"is_online": True,
+                                                                                  "nfs_path": str(nfs)}})
+    env = {k: v for k, v in os.environ.items() if k not in ("MSPROBE_RAY_ADDRESS", "CUDA_VISIBLE_DEVICES")}
+    done = subprocess.run([sys.executable, "-m", "msprobe.core", "-f", "pytorch", "run_ut", "-config", str(config),
+                           "-o", str(tmp_path / "out"), "-d", "cuda:2", "cuda:6", "--engine", "ray"],
+                          env={**env, "MSPROBE_ONLINE_WORKERS": "1"}, capture_output=True, text=True, timeout=300)
+    errors = [line for line in done.stderr.splitlines() if "ERROR" in line]
+    assert done.returncode == 2 and len(errors) == 1, done.stderr
+    assert re.search(r"a worker on cuda device [26] of node [\d.]+ \(cuda:0 in the worker\) cannot start: -d cuda:0: "
+                     r"no such CUDA device here", errors[0]), errors
+    assert not (tmp_path / "out" / "step0").exists()  # nothing replayed
 
 
 def test_the_in_process_ray_tests_pass_in_a_child_session():

@@ -84,9 +84,12 @@ class Engine(Protocol):
         makes the only one the task sees (Ray only: on the local engine the caller places its units)."""
         ...
 
-    def executor(self, max_workers: int, initializer: Callable[[], None] | None = None) -> Executor:
+    def executor(self, max_workers: int, initializer: Callable[..., None] | None = None,
+                 accelerators: Accelerators | None = None) -> Executor:
         """An executor for a stream of calls (the online receiver's replays), on at most ``max_workers``
-        processes, each running ``initializer`` first."""
+        processes, each running ``initializer`` first; ``accelerators``: each process holds one device of their
+        kind that Ray assigns it, and its initializer and calls get ``device=`` its name there (Ray only: on the
+        local engine the caller places its calls)."""
         ...
 
 

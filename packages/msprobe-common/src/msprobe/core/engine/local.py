@@ -10,14 +10,16 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from msprobe.core.engine import WorkerLost, batch_size
+from msprobe.core.engine import Accelerators, WorkerLost, batch_size
 
 
 class LocalEngine:
     """Units in the caller (one worker, or too few units to pay for processes) or in a process pool."""
 
-    def executor(self, max_workers: int, initializer: Callable[[], None] | None = None) -> Executor:
-        """A pool of ``max_workers`` spawned processes, started now, each ending with this process."""
+    def executor(self, max_workers: int, initializer: Callable[[], None] | None = None,
+                 accelerators: Accelerators | None = None) -> Executor:
+        """A pool of ``max_workers`` spawned processes, started now, each ending with this process (``accelerators``
+        apply on Ray only)."""
         executor = ProcessPoolExecutor(max_workers, mp_context=multiprocessing.get_context("spawn"),
                                        initializer=_start_worker, initargs=(initializer,))
         for _ in range(max_workers):  # start the processes now (e.g. while the online senders connect)

@@ -2,8 +2,8 @@
 
 A task gets a batch of units (their paths and names) and returns their results; Ray re-runs a task whose
 worker died (``RETRIES``), which is why units must be idempotent. A stream of calls (the online receiver)
-goes to a pool of actors instead (:class:`ActorExecutor`). A unit that replays on an accelerator asks Ray for
-one (``num_gpus=1``, or Ray's ``NPU`` resource) and runs on the device Ray assigned it
+goes to a pool of actors instead (:class:`ActorExecutor`). A unit or an actor that replays on an accelerator
+asks Ray for one (``num_gpus=1``, or Ray's ``NPU`` resource) and runs on the device Ray assigned it
 (:func:`assigned_device`). Only this module imports Ray, and only when ``--engine ray`` is chosen.
 """
 
@@ -74,17 +74,21 @@ def _declared(offer: Accelerators | None) -> Iterator[dict[str, Any]]:
     if offer is None or not offer.ids:
         yield {}  # Ray finds the machine's devices itself
         return
-    count = len(offer.ids)
     variable = VISIBILITY[offer.kind]
     before = os.environ.get(variable)
     os.environ[variable] = ",".join(offer.ids)
     try:
-        yield {"num_gpus": count} if offer.kind == "cuda" else {"resources": {ACCELERATORS[offer.kind]: count}}
+        yield _devices(offer.kind, len(offer.ids))
     finally:
         if before is None:
             del os.environ[variable]
         else:
             os.environ[variable] = before
+
+
+def _devices(kind: str, count: int) -> dict[str, Any]:
+    """Ray's options for ``count`` devices of ``kind`` (``cuda``: its GPUs; ``npu``: the Ascend resource)."""
+    return {"num_gpus": count} if kind == "cuda" else {"resources": {ACCELERATORS[kind]: count}}
 
 
 def assigned_device(offer: Accelerators) -> tuple[str, str]:
@@ -124,18 +128,17 @@ class RayEngine:
         self._task = ray.remote(num_cpus=1, max_retries=RETRIES)(_run_batch)
         self._isolated = ray.remote(num_cpus=1, max_retries=RETRIES, max_calls=1)(_run_batch)  # a fresh process
 
-    def executor(self, max_workers: int, initializer: Callable[[], None] | None = None) -> Executor:
+    def executor(self, max_workers: int, initializer: Callable[..., None] | None = None,
+                 accelerators: Accelerators | None = None) -> Executor:
         """An executor of calls on at most ``max_workers`` actors (:class:`ActorExecutor`)."""
-        return ActorExecutor(self._ray, max_workers, initializer)
+        return ActorExecutor(self._ray, max_workers, initializer, accelerators)
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], workers: int, *, chunksize: int | None = None,
             isolated: bool = False, serial_below: int = 0, accelerator: str | None = None) -> Iterator[Any]:
         size = chunksize or batch_size(len(items), int(self._ray.cluster_resources().get("CPU", 1)))
         task = self._isolated if isolated else self._task
-        if accelerator == "cuda":
-            task = task.options(num_gpus=1)
-        elif accelerator is not None:
-            task = task.options(resources={ACCELERATORS[accelerator]: 1})
+        if accelerator is not None:
+            task = task.options(**_devices(accelerator, 1))
         fn_ref = self._ray.put(fn)
         refs = [task.remote(fn_ref, items[start:start + size]) for start in range(0, len(items), size)]
         return self._gather(refs)
@@ -160,26 +163,67 @@ class RayEngine:
 
 
 class _Checker:
-    """A Ray actor that runs calls one at a time, after ``initializer`` (e.g. a replay's warm-up) ran once."""
+    """A Ray actor that runs calls one at a time, after ``initializer`` (e.g. a replay's warm-up) ran once. Holding an
+    accelerator (``offer``), it runs on the device Ray assigned it: the initializer and every call get
+    ``device=`` its name in this process (``cuda:0``). A worker that cannot start — a device ``-d`` does not offer,
+    an initializer that fails — refuses every call with that reason (:class:`EngineError`), which ends the job."""
 
-    def __init__(self, initializer: Callable[[], None] | None) -> None:
-        if initializer is not None:
-            initializer()
+    def __init__(self, initializer: Callable[..., None] | None, offer: Accelerators | None) -> None:
+        self._placed: dict[str, str] = {}
+        self._refusal: EngineError | None = None
+        where = f"node {_import_ray().util.get_node_ip_address()}"
+        try:
+            if offer is not None:
+                device, where = assigned_device(offer)
+                self._placed, where = {"device": device}, f"{where} ({device} in the worker)"
+            if initializer is not None:
+                initializer(**self._placed)
+        except EngineError as exc:
+            self._refusal = exc
+        except Exception as exc:
+            self._refusal = EngineError(f"a worker on {where} cannot start: {exc}")
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return fn(*args)
+        if self._refusal is not None:
+            raise self._refusal
+        return fn(*args, **self._placed)
+
+
+def _own_outcome(future: Future) -> Future:
+    """``future`` with a call's own error in place of Ray's wrapper of it, as the local engine's futures raise."""
+    from ray.exceptions import RayTaskError
+
+    own: Future = Future()
+
+    def copy(done: Future) -> None:
+        error = done.exception()
+        if error is None:
+            own.set_result(done.result())
+        else:
+            cause = error.cause if isinstance(error, RayTaskError) else None
+            own.set_exception(cause if isinstance(cause, BaseException) else error)
+
+    future.add_done_callback(copy)
+    return own
 
 
 class ActorExecutor(Executor):
-    """An executor over Ray actors for a stream of calls (the online receiver's replays): it starts with one
-    actor and adds one whenever every actor is busy, up to ``max_actors``; a call goes to the least busy
-    actor. Ray restarts an actor that died and re-runs its calls (``RETRIES``)."""
+    """An executor over Ray actors for a stream of calls (the online receiver's replays): it starts one actor
+    now and adds one whenever every actor is busy, up to ``max_actors``; a call goes to the least busy actor.
+    With ``accelerators``, each actor holds one device of their kind (:class:`_Checker`). Ray restarts an actor
+    that died and re-runs its calls (``RETRIES``)."""
 
-    def __init__(self, ray: Any, max_actors: int, initializer: Callable[[], None] | None = None) -> None:
+    def __init__(self, ray: Any, max_actors: int, initializer: Callable[..., None] | None = None,
+                 accelerators: Accelerators | None = None) -> None:
         self._ray, self._max, self._initializer = ray, max(1, max_actors), initializer
-        self._class = ray.remote(num_cpus=1, max_restarts=RETRIES, max_task_retries=RETRIES)(_Checker)
-        self._busy: dict[Any, int] = {}  # actor → calls in flight
+        self._offer = accelerators
+        checker = ray.remote(num_cpus=1, max_restarts=RETRIES, max_task_retries=RETRIES)(_Checker)
+        self._class = checker.options(**_devices(accelerators.kind, 1)) if accelerators else checker
+        self._busy: dict[Any, int] = {self._start(): 0}  # actor → calls in flight; the first starts now
         self._lock = threading.Lock()
+
+    def _start(self) -> Any:
+        return self._class.remote(self._initializer, self._offer)
 
     @property
     def actors(self) -> int:
@@ -190,12 +234,12 @@ class ActorExecutor(Executor):
         with self._lock:
             actor = min(self._busy, key=self._busy.__getitem__) if self._busy else None
             if actor is None or (self._busy[actor] and len(self._busy) < self._max):
-                actor = self._class.remote(self._initializer)
+                actor = self._start()
                 self._busy[actor] = 0
             self._busy[actor] += 1
         future = actor.call.remote(functools.partial(fn, **kwargs) if kwargs else fn, *args).future()
         future.add_done_callback(lambda _: self._done(actor))
-        return future
+        return _own_outcome(future)
 
     def _done(self, actor: Any) -> None:
         with self._lock:

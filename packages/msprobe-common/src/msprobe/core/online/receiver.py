@@ -4,7 +4,8 @@ Data flows one way: a transport (:class:`~msprobe.core.online.transport.TcpServe
 :class:`~msprobe.core.online.transport.DirWatcher`) hands sound messages to the :class:`Intake`; the
 intake keeps only ``rank_list`` ranks, pairs each forward record with its backward, and hands the
 pair to the :class:`ReplayPool` (worker processes running the framework's replay: local processes, or
-Ray actors whose number grows with the backlog, :mod:`msprobe.core.engine`); the
+Ray actors whose number grows with the backlog, each holding one device of ``-d`` when it names accelerators,
+:mod:`msprobe.core.engine`); the
 :class:`Receiver` writes each judged API into the run_ut reports of its step and rank
 (``{out}/step{S}/rank{R}/accuracy_checking_*``) and ends, with a summary, once every rank of
 ``rank_list`` has sent STOP.
@@ -29,7 +30,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.engine import EngineChoice, open_engine
+from msprobe.core.engine import Accelerators, EngineChoice, EngineError, open_engine
 from msprobe.core.fileio import atomic_write_text
 from msprobe.core.layout import step_dir
 from msprobe.core.log import logger
@@ -131,21 +132,23 @@ class Intake:
 class ReplayPool:
     """``replay`` in ``workers`` spawned processes (or, on Ray, at most ``workers`` actors), at most two tasks
     per worker in flight (the caller waits for a slot: backpressure). Results are put on :attr:`results` as
-    (rank, step, future)."""
+    (rank, step, future). ``accelerators`` (Ray only: :func:`msprobe.core.run_ut.parallel.offered`): each actor
+    holds one of their devices, which a Ray started here declares, and ``initializer`` and ``replay`` get
+    ``device=`` its name in the actor."""
 
-    def __init__(self, workers: int, replay: Replay, initializer: Callable[[], None] | None = None,
-                 engine: EngineChoice | None = None) -> None:
-        self.workers, self.replay, self.initializer = workers, replay, initializer
+    def __init__(self, workers: int, replay: Replay, initializer: Callable[..., None] | None = None,
+                 engine: EngineChoice | None = None, accelerators: Accelerators | None = None) -> None:
+        self.workers, self.replay, self.initializer, self.accelerators = workers, replay, initializer, accelerators
         self.results: queue.Queue[tuple[int, int, Future]] = queue.Queue()
         self._slots = threading.BoundedSemaphore(2 * workers)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._stack = ExitStack()  # the engine stays open (a Ray connected) until close()
-        self._engine = self._stack.enter_context(open_engine(engine))
+        self._engine = self._stack.enter_context(open_engine(engine, accelerators))
         self._executor = self._new_executor()
 
     def _new_executor(self) -> Executor:
-        return self._engine.executor(self.workers, self.initializer)
+        return self._engine.executor(self.workers, self.initializer, self.accelerators)
 
     def submit(self, rank: int, step: int, forward: bytes, backward: bytes | None) -> None:
         self._slots.acquire()
@@ -186,7 +189,8 @@ class Receiver:
         self.checked = 0
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
-        """Handle results until every rank stopped and every replay is written (or ``should_stop``)."""
+        """Handle results until every rank stopped and every replay is written (or ``should_stop``); a worker that
+        cannot replay at all (:class:`EngineError`: e.g. given a device ``-d`` does not offer) ends the run."""
         while True:
             try:
                 rank, step, future = self.pool.results.get(timeout=0.1)
@@ -200,6 +204,8 @@ class Receiver:
     def _write(self, rank: int, step: int, future: Future) -> None:
         try:
             row = future.result()
+        except EngineError:
+            raise
         except Exception as exc:  # a record the replay could not use at all
             self.intake.malformed(f"rank {rank} step {step}", exc)
             return

@@ -109,14 +109,25 @@ def _run_part(unit: tuple[PartRunner, str, list[str], str | Accelerators | None]
     return judged, error and f"on {where} ({device} in the part): {error}"
 
 
+def on_ray(engine: EngineChoice | None) -> bool:
+    return engine is not None and engine.name == "ray"
+
+
+def offered(devices: Sequence[str], engine: EngineChoice | None) -> Accelerators | None:
+    """The accelerators that units on Ray ask for, one each, among ``-d``'s ``devices`` (the ids every node offers
+    the job); None for the CPU, no ``-d`` or the local engine (where the caller places its units itself). The
+    online receiver's actors follow the same rule (msprobe.core.online.receiver)."""
+    return Accelerators.of(devices) if devices and on_ray(engine) else None
+
+
 def place_parts(devices: Sequence[str], parts: int, engine: EngineChoice | None) -> tuple[list, Accelerators | None]:
-    """Each part's placement, and the accelerators the parts ask Ray for (None: the CPU or the local engine):
-    locally part K on ``devices[K mod count]``; on Ray one device that Ray assigns, or the CPU."""
+    """Each part's placement, and the accelerators the parts ask Ray for (:func:`offered`): locally part K on
+    ``devices[K mod count]``; on Ray one device that Ray assigns, or the CPU."""
     if not devices:
         return [None] * parts, None
-    if engine is None or engine.name != "ray":
+    if not on_ray(engine):
         return [devices[k % len(devices)] for k in range(parts)], None
-    offer = Accelerators.of(devices)
+    offer = offered(devices, engine)
     return [offer or "cpu"] * parts, offer
 
 

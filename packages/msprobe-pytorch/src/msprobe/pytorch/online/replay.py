@@ -55,9 +55,12 @@ class RecordReplayer:
 _REPLAYERS: dict[str, RecordReplayer] = {}
 
 
-def warm_up() -> None:
-    """Worker start: one thread per process (the pool has one process per CPU)."""
+def warm_up(device: str | None = None) -> None:
+    """Worker start: one thread per process (the pool has one process per CPU); a Ray actor holding an
+    accelerator is given its ``device``, checked here, before any record comes."""
     torch.set_num_threads(1)
+    if device is not None:
+        check_device(device)
 
 
 def replay_frames(forward: bytes, backward: bytes | None, *, device: str, max_message_mb: int,

@@ -88,7 +88,7 @@ def _replay(args: argparse.Namespace) -> tuple[dict, int] | int:
     if args.config_path is not None:  # run_ut.is_online: receive APIs from a training job instead
         from msprobe.pytorch.online.receive import receive_if_online
 
-        online = receive_if_online(args.config_path, args.out_path, args.device, engine)
+        online = receive_if_online(args.config_path, args.out_path, getattr(args, "devices", args.device), engine)
         if online is not None:
             return online
     if engine.name != "local":
