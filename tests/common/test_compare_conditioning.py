@@ -204,3 +204,24 @@ def test_an_exact_up_cast_keeps_a_value_s_identity():
     cast.npu.value["dtype"] = "Float32"
     _run([made, [cast]])
     assert not cast.entering and cast.excess == made[1].excess
+
+
+def test_a_value_each_run_made_in_a_call_of_its_own_is_not_a_parameter_entering():
+    """MindSpore's amp casts a black-listed cell's fp32 output to fp16 in a cell the fp32 run does not have:
+    the fp16 run's value comes from that cell, the fp32 run's from the BatchNorm. Both were made by recorded
+    calls, so the value cannot be where a divergence enters (it was named so, at 1.67 times rounding)."""
+    bench = stats(1.0)
+    bn = [tensor("Primitive.bn_train.BatchNorm.6.forward", "input.0", [8, 8], stats(1.0)),
+          tensor("Primitive.bn_train.BatchNorm.6.forward", "output.0", [8, 8], bench)]
+    fp16 = stats(1.0, 0.05)  # 5% off: beyond what rounding explains
+    cast = RowResult(Row("Cell.bn._OutputTo16.forward.0", "output.0", "output",
+                         {"type": "mindspore.Tensor", "dtype": "Float16", "shape": [8, 8], **fp16}), None, "summary")
+    add = [tensor("Tensor.__iadd__.0.forward", "input.0", [8, 8], fp16, bench),
+           tensor("Tensor.__iadd__.0.forward", "output.0", [8, 8], stats(2.0, 0.05), stats(2.0))]
+    rows = _run([bn, [cast], add])
+    assert add[0].excess > 1 and not add[0].entering
+    elsewhere = tensor("Tensor.__iadd__.1.forward", "input.0", [8, 8], stats(3.0, 0.05), stats(3.0))
+    _run([[elsewhere]])
+    assert elsewhere.entering  # made by no recorded call on either side: a parameter, a buffer, the batch
+    assert first_divergence(rows, {}).entry == "Tensor.__iadd__.0.forward"  # judged as inherited, not entering
+    assert not first_divergence(rows, {}).entering

@@ -77,19 +77,43 @@ def _is_backward(entry: str) -> bool:
 Signature = tuple
 
 
+def _side(row: Row | None) -> tuple | None:
+    """One side's statistics of a tensor (None when it is not a tensor or records none)."""
+    if row is None or not row.is_tensor:
+        return None
+    stats = tuple(row.value.get(k) for k in (*STAT_KEYS, "md5"))
+    return None if all(v is None for v in stats[:4]) else stats
+
+
 def signature(result: RowResult) -> Signature | None:
     """What identifies a tensor value across entries: both sides' statistics, which a view, a reshape and an
     exact cast keep (so the shape and the dtype are left out: an unrecorded up-cast, as MindSpore's amp
     makes of a cell's output, is the same value). None when a side records no statistics."""
-    sides = []
-    for row in (result.npu, result.bench):
-        if row is None or not row.is_tensor:
-            return None
-        stats = tuple(row.value.get(k) for k in (*STAT_KEYS, "md5"))
-        if all(v is None for v in stats[:4]):
-            return None
-        sides.append(stats)
-    return tuple(sides)
+    sides = (_side(result.npu), _side(result.bench))
+    return None if None in sides else sides
+
+
+class Produced:
+    """The values earlier entries output: by :func:`signature`, with the excess they were judged to have, and
+    each side's statistics alone, so that a value made on each side by a recorded call is known as made even
+    when no one entry made both (MindSpore's amp casts a black-listed cell's fp32 output to fp16 in a cell
+    the fp32 run does not have)."""
+
+    def __init__(self) -> None:
+        self.excess: dict[Signature, float | None] = {}
+        self._sides: tuple[set[tuple], set[tuple]] = (set(), set())
+
+    def add(self, result: RowResult) -> None:
+        key = signature(result)
+        if key is not None:
+            self.excess.setdefault(key, result.excess)
+        for seen, row in zip(self._sides, (result.npu, result.bench)):
+            if (stats := _side(row)) is not None:
+                seen.add(stats)
+
+    def made(self, result: RowResult) -> bool:
+        """Each side's value was output by an earlier recorded call on that side."""
+        return all(_side(row) in seen for seen, row in zip(self._sides, (result.npu, result.bench)))
 
 
 def judge_entries(entries: Iterable[list[RowResult]], unit: float, cross_framework: bool = False) -> None:
@@ -98,7 +122,7 @@ def judge_entries(entries: Iterable[list[RowResult]], unit: float, cross_framewo
     (a parameter, a buffer, the batch) is judged by itself and marked ``entering``. From the first
     ill-conditioned op on (its own outputs included, not its inputs), every row but those entering inputs is
     marked ``amplified_by`` that op."""
-    produced: dict[Signature, float | None] = {}
+    produced = Produced()
     amplifier: str | None = None
     for rows in entries:
         judge_entry(rows, unit, cross_framework, produced)
@@ -108,17 +132,15 @@ def judge_entries(entries: Iterable[list[RowResult]], unit: float, cross_framewo
         for result in rows:
             if amplifier is not None and not result.entering and (after or result.part != "input"):
                 result.amplified_by = amplifier
-            key = signature(result) if result.part == "output" else None
-            if key is not None:
-                produced.setdefault(key, result.excess)
+            if result.part == "output":
+                produced.add(result)
 
 
 def judge_entry(rows: list[RowResult], unit: float, cross_framework: bool = False,
-                produced: dict[Signature, float | None] | None = None) -> None:
-    """Set ``excess`` on every row of one entry: inputs first (``produced``: the excess of the earlier
-    outputs by :func:`signature`), then the other rows with the rounding the passing inputs carry (a
-    backward entry's rows share its input scale as a floor); an output that is an earlier output's value
-    keeps that output's excess."""
+                produced: Produced | None = None) -> None:
+    """Set ``excess`` on every row of one entry: inputs first (``produced``: the earlier outputs), then the
+    other rows with the rounding the passing inputs carry (a backward entry's rows share its input scale as a
+    floor); an output that is an earlier output's value keeps that output's excess."""
     backward = _is_backward(rows[0].entry)
     allowance = unit * (BACKWARD_SLACK if backward else FORWARD_SLACK) * (CROSS_FRAMEWORK_SLACK if cross_framework
                                                                           else 1.0)
@@ -126,19 +148,19 @@ def judge_entry(rows: list[RowResult], unit: float, cross_framework: bool = Fals
     floor = max((_own_scale(r) for r in inputs), default=0.0) if backward else 0.0
     for result in inputs:
         key = signature(result) if produced is not None else None
-        if key is not None and key in produced:
-            result.excess = produced[key]
+        if key is not None and key in produced.excess:
+            result.excess = produced.excess[key]
         else:
             result.excess = excess(result, allowance, floor)
-            result.entering = key is not None
+            result.entering = key is not None and not produced.made(result)
     carried = [Carried(*deviations, _scales(r, floor), _amplification(r)) for r in inputs
                if r.excess is not None and r.excess <= 1 and (deviations := _deviations(r, floor))[1]]
     for result in rows:
         if result.part == "input":
             continue
         key = signature(result) if produced is not None and result.part == "output" else None
-        if key is not None and key in produced:  # a module's output is the value the last API inside it made
-            result.excess = produced[key]
+        if key is not None and key in produced.excess:  # a module's output is the value the last API inside made
+            result.excess = produced.excess[key]
         else:
             result.excess = excess(result, allowance, floor, carried)
 
