@@ -6,8 +6,12 @@ directory, and as a plain tensor dump to disk for comparison. The receiver is a 
 takes every message through the real transport, checks it and counts it without replaying (replay
 speed is the worker pool's: one API per worker at a time), so the figures are those of the sender and
 the transport. Prints per mode: records sent, received, dropped, records/s (received over the time the
-training ran with capture on: bounded by how fast this training produces records) and the median
-training step time with its ratio to the bare run; then the capacity of each transport alone (10,000
+training ran with capture on: bounded by how fast this training produces records), the median
+training step time with its ratio to the bare run, and what the sender adds to the training per record
+the hooks saw (sent or dropped; the step's time over bare, over the records of a step), in wall-clock time, and
+the CPU time over bare per record of the training thread (the hooks: snapshot and description) and of the
+process's other threads (the sender thread: encoding and sending; the run's total CPU, draining included — less
+sensitive to other jobs on the machine than wall-clock time); then the capacity of each transport alone (10,000
 ready messages, no training next to the sending thread).
 
     python tools/bench/online_load.py [--steps 140] [--modes tcp,tls,nfs,disk]
@@ -55,8 +59,8 @@ else:
 print("ready", flush=True)
 while not intake.done:
     threading.Event().wait(0.05)
-transport.close()
 print(json.dumps({"received": sum(counted), "malformed": intake.counts["malformed"]}), flush=True)
+threading.Event().wait()  # the transport stays open (STOP's answer may still be on its way): the bench kills us
 """
 
 
@@ -94,10 +98,7 @@ def run_mode(mode: str, steps: int, scratch: Path, tls: dict[str, Path] | None) 
             config = scratch / "disk.json"
             config.write_text(json.dumps({"task": "tensor", "level": "L1", "dump_path": str(scratch / "dump-disk")}))
             debugger = PrecisionDebugger(str(config))
-        samples = time_steps(batches, train_step, debugger, model)
-        if debugger is not None:
-            debugger.finish()
-        return {"step_ms": statistics.median(s[0] for s in samples) * 1000}
+        return timed(batches, train_step, debugger, model)
     where = str(scratch / f"nfs-{mode}") if mode == "nfs" else str(free_port())
     tensor = {"nfs_path": where} if mode == "nfs" else {
         "host": "127.0.0.1", "port": int(where), "tls_path": str(tls["sender"]) if mode == "tls" else ""}
@@ -110,8 +111,7 @@ def run_mode(mode: str, steps: int, scratch: Path, tls: dict[str, Path] | None) 
                                       "tensor": {"online_run_ut": True, **tensor}}))  # every step
         debugger = PrecisionDebugger(str(config))
         begin = time.perf_counter()
-        samples = time_steps(batches, train_step, debugger, model)
-        debugger.finish()  # waits for the queue to drain and the STOP answer
+        times = timed(batches, train_step, debugger, model)  # finish() waits for the queue and the STOP answer
         elapsed = time.perf_counter() - begin
         sender = debugger._runner.collector.sender
         counts = json.loads(receiver.stdout.readline())
@@ -119,7 +119,19 @@ def run_mode(mode: str, steps: int, scratch: Path, tls: dict[str, Path] | None) 
         receiver.kill()
         receiver.wait(10)
     return {"sent": sender.sent, "dropped": sender.dropped, **counts,
-            "records_per_s": counts["received"] / elapsed, "step_ms": statistics.median(s[0] for s in samples) * 1000}
+            "records_per_s": counts["received"] / elapsed, **times}
+
+
+def timed(batches: list, train_step: callable, debugger: PrecisionDebugger | None, model: nn.Module) -> dict:
+    """The median step (wall-clock ms), and per step the CPU ms of this (the training) thread and of the
+    process's other threads, the debugger's ``finish`` included."""
+    process, thread = time.process_time(), time.thread_time()
+    samples = time_steps(batches, train_step, debugger, model)
+    if debugger is not None:
+        debugger.finish()
+    process, thread = time.process_time() - process, time.thread_time() - thread
+    return {"step_ms": statistics.median(s[0] for s in samples) * 1000,
+            "thread_ms": thread * 1000 / len(batches), "others_ms": (process - thread) * 1000 / len(batches)}
 
 
 def transport_capacity(mode: str, count: int, scratch: Path, tls: dict[str, Path] | None) -> float:
@@ -176,11 +188,15 @@ def main() -> None:
         capacity = {mode: transport_capacity(mode, 10_000, scratch, tls) for mode in modes if mode in TRANSPORTS}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    bare = results["bare"]["step_ms"]
-    print(f"{'mode':6} {'sent':>7} {'received':>9} {'dropped':>8} {'records/s':>10} {'step ms':>8} {'ratio':>6}")
+    bare = results["bare"]
+    print(f"{'mode':6} {'sent':>7} {'received':>9} {'dropped':>8} {'records/s':>10} {'step ms':>8} {'ratio':>6} "
+          f"{'us/record':>10} {'hooks cpu us':>13} {'sender cpu us':>14}")
     for mode, r in results.items():
+        per_step = (r.get("sent", 0) + r.get("dropped", 0)) / args.steps  # the records the hooks saw in a step
+        added = "".join(f" {(r[key] - bare[key]) * 1000 / per_step:>{width}.1f}" for key, width in
+                        (("step_ms", 10), ("thread_ms", 13), ("others_ms", 14))) if per_step else ""
         print(f"{mode:6} {r.get('sent', 0):>7} {r.get('received', 0):>9} {r.get('dropped', 0):>8} "
-              f"{r.get('records_per_s', 0):>10.0f} {r['step_ms']:>8.2f} {r['step_ms'] / bare:>6.2f}")
+              f"{r.get('records_per_s', 0):>10.0f} {r['step_ms']:>8.2f} {r['step_ms'] / bare['step_ms']:>6.2f}{added}")
     print(f"(torch {torch.__version__}, {os.cpu_count()} CPUs, {args.steps} steps per mode)")
     print("transport alone, 10,000 ready messages of 2 KiB: " +
           ", ".join(f"{mode} {rate:.0f} records/s" for mode, rate in capacity.items()))

@@ -14,7 +14,8 @@ online: the records of ``--online-steps`` training steps of a 12-layer MLP (as `
 through a shared directory and paired by the receiver's intake, then replayed by the receiver's pool of W
 workers (local processes, or Ray actors that grow with the backlog up to W); records (a forward with its
 backward counting once) checked per second, timed after the first record's replay (the pool's start and
-torch's import in it are left out; a Ray actor added while the records queue is counted).
+torch's import in it are left out; a Ray actor added while the records queue is counted); and, as engine
+``none``, the same replays called one after another in this process: the replay's own cost, without a pool.
 """
 
 from __future__ import annotations
@@ -147,8 +148,31 @@ def online_job(records: list, engine: str, workers: int) -> float:
         pool.close()
 
 
+def online_inline(records: list) -> float:
+    """Seconds the replays of ``records`` after the first take in this process, one after another."""
+    import torch
+
+    from msprobe.pytorch.online.replay import replay_frames
+
+    torch.set_num_threads(1)  # as a pool's worker (warm_up)
+    replay = functools.partial(replay_frames, device="cpu", max_message_mb=1024)
+    replay(*records[0][2:])
+    started = time.perf_counter()
+    for record in records[1:]:
+        replay(*record[2:])
+    return time.perf_counter() - started
+
+
 def online_best(repeat: int, records: list, engine: str, workers: int) -> float:
+    if engine == "none":
+        return min(online_inline(records) for _ in range(repeat))
     return min(online_job(records, engine, workers) for _ in range(repeat))
+
+
+def runs(job: str, engines: list[str], workers: list[int]) -> list[tuple[str, int]]:
+    """(engine, workers) of a job's runs; online first without a pool, in this process (engine ``none``)."""
+    first = [("none", 0)] if job == "online" else []
+    return first + [(engine, count) for engine in engines for count in workers]
 
 
 def best(repeat: int, run: Callable[[], None]) -> float:
@@ -162,7 +186,7 @@ def best(repeat: int, run: Callable[[], None]) -> float:
 
 def on_engine(engine: str, workers: int, measure: Callable[[], float]) -> tuple[float, float]:
     """(seconds of the job, seconds Ray took to start; 0 for local)."""
-    if engine == "local":
+    if engine != "ray":
         return measure(), 0.0
     import ray
 
@@ -200,28 +224,27 @@ def main() -> int:
         api_info = run_ut_dump(root / "run_ut", args.layers) if "run_ut" in args.jobs else None
         records = online_records(root / "online", args.online_steps) if "online" in args.jobs else []
         for job in args.jobs:
-            for engine in args.engines:
-                for workers in args.workers:
-                    out = root / f"out_{job}_{engine}_{workers}"
-                    if job == "compare":
-                        run = functools.partial(compare_job, npu, bench, out, engine, workers)
-                        units, what = pairs, "tensor pairs"
-                    elif job == "run_ut":
-                        run = functools.partial(run_ut_job, api_info, out, engine, workers)
-                        units, what = None, "APIs"
-                    if job == "online":  # timed inside: the pool's start is left out
-                        units, what = len(records) - 1, "records"
-                        measure = functools.partial(online_best, args.repeat, records, engine, workers)
-                    else:
-                        measure = functools.partial(best, args.repeat, run)
-                    seconds, start = on_engine(engine, workers, measure)
-                    if units is None:
-                        units = json.loads(next(out.glob("accuracy_checking_summary_*.json")).read_text())["apis"]
-                    figures.append({"job": job, "engine": engine, "workers": workers, "units": units, "what": what,
-                                    "seconds": round(seconds, 2), "per_second": round(units / seconds, 1),
-                                    "ray_start_s": round(start, 2)})
-                    print(f"{job:8} {engine:5} workers={workers}: {units} {what} in {seconds:.2f} s = "
-                          f"{units / seconds:.1f}/s" + (f" (ray start {start:.1f} s)" if start else ""), flush=True)
+            for engine, workers in runs(job, args.engines, args.workers):
+                out = root / f"out_{job}_{engine}_{workers}"
+                if job == "compare":
+                    run = functools.partial(compare_job, npu, bench, out, engine, workers)
+                    units, what = pairs, "tensor pairs"
+                elif job == "run_ut":
+                    run = functools.partial(run_ut_job, api_info, out, engine, workers)
+                    units, what = None, "APIs"
+                if job == "online":  # timed inside: the pool's start is left out
+                    units, what = len(records) - 1, "records"
+                    measure = functools.partial(online_best, args.repeat, records, engine, workers)
+                else:
+                    measure = functools.partial(best, args.repeat, run)
+                seconds, start = on_engine(engine, workers, measure)
+                if units is None:
+                    units = json.loads(next(out.glob("accuracy_checking_summary_*.json")).read_text())["apis"]
+                figures.append({"job": job, "engine": engine, "workers": workers, "units": units, "what": what,
+                                "seconds": round(seconds, 2), "per_second": round(units / seconds, 1),
+                                "ray_start_s": round(start, 2)})
+                print(f"{job:8} {engine:5} workers={workers}: {units} {what} in {seconds:.2f} s = "
+                      f"{units / seconds:.1f}/s" + (f" (ray start {start:.1f} s)" if start else ""), flush=True)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
     return 0
