@@ -163,7 +163,8 @@ def test_tls_end_to_end_with_a_real_training_loop_and_faults(tmp_path, receivers
         sock.sendall(wire.HEADER.pack(wire.MAGIC, wire.VERSION, int(wire.Kind.DATA), 0, 0, 0, 1, 2**60, 0))
         time.sleep(0.2)
     tensor = {"host": "127.0.0.1", "port": port, "tls_path": str(tls["sender"])}
-    endless = sender_config(tmp_path, tensor, [])
+    endless = sender_config(tmp_path, tensor, [step for step in range(100) if step != 2])  # never stops; its step 2
+    # is left out, so that a step2 report below can come only from the real run
     victim = subprocess.Popen([sys.executable, str(SCRIPT), str(endless), "0", "0.05"], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True)
     try:
