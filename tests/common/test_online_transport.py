@@ -96,6 +96,20 @@ def test_plain_tcp_on_loopback_delivers_in_order_and_stops(server_factory):
     assert recorder.stops == [(0, {"sent": 5, "dropped": 0})]
 
 
+def test_a_receiver_closed_as_soon_as_every_rank_stopped_still_answers_the_stop(server_factory):
+    """The receiver closes its server once every rank has stopped, which it learns before STOP is answered:
+    closing must not cut that answer off (the sender would take it for a lost receiver)."""
+    server, recorder = server_factory()
+
+    def stopped_then_closed(rank: int, meta: dict) -> None:
+        Recorder.stopped(recorder, rank, meta)
+        server.close()
+
+    recorder.stopped = stopped_then_closed
+    _send_all(TcpLink("127.0.0.1", server.port, None, rank=0, timeout=5), 2)  # raises without STOP_ACK
+    assert recorder.stops == [(0, {"sent": 2, "dropped": 0})]
+
+
 def test_mutual_tls_delivers(server_factory, tls):
     server, recorder = server_factory(tls_context(str(tls["receiver"]), "127.0.0.1", server=True, field="f"))
     context = tls_context(str(tls["sender"]), "127.0.0.1", server=False, field="f")

@@ -367,6 +367,8 @@ class TcpServer:
                 reply(Kind.RESEND, header)
                 continue
             if message is not None and message.kind == Kind.STOP:
+                with self._lock:  # nothing is left to read: a close() once every rank stopped leaves the answer be
+                    self._conns.discard(sock)
                 self.intake.stopped(rank, message.meta)
                 reply(Kind.STOP_ACK, header)
                 return
