@@ -144,22 +144,20 @@ class RayEngine:
         return self._gather(refs)
 
     def _gather(self, refs: list) -> Iterator[Any]:
+        """The batches' results in order. A caller that stops early (a unit's error) leaves the other batches to
+        run to their end: ``ray.cancel`` of a batch finishing at that moment makes Ray abort the process that sent
+        it (its check "Tried to complete task that was not pending"; docs/scale.md, Decisions)."""
         from ray.exceptions import NodeDiedError, RayTaskError, WorkerCrashedError
 
-        done = 0
         try:
             for ref in refs:
                 yield from self._ray.get(ref)
-                done += 1
         except RayTaskError as exc:  # a unit's own error: raised as the local engine raises it
             if isinstance(exc.cause, BaseException):
                 raise exc.cause from None
             raise
         except (WorkerCrashedError, NodeDiedError) as exc:
             raise WorkerLost(f"a Ray worker died {RETRIES + 1} times running the same units: {exc}") from None
-        finally:
-            for ref in refs[done:]:
-                self._ray.cancel(ref)  # the caller stopped early (an error): free the cluster
 
 
 class _Checker:
