@@ -15,6 +15,7 @@ fault (:func:`ill_conditioned`). With n values per group the chance that a group
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,7 +63,7 @@ def normalisation(rows: list[RowResult]) -> Normalisation | None:
     if api == "group_norm" and isinstance(groups := _argument(rows, 1, "num_groups"), int) and groups > 0:
         return Normalisation(shape[0] * groups, False, eps, "group")
     if api == "layer_norm" and (trailing := _normalized_dims(rows)) and trailing <= len(shape):
-        return Normalisation(_product(shape[:len(shape) - trailing]), False, eps, "normalised slice")
+        return Normalisation(math.prod(shape[:len(shape) - trailing]), False, eps, "normalised slice")
     return None
 
 
@@ -72,7 +73,7 @@ def ill_conditioned(rows: list[RowResult]) -> str | None:
     norm = normalisation(rows)
     if norm is None:
         return None
-    count = _product(_first_input_shape(rows) or []) // norm.groups
+    count = math.prod(_first_input_shape(rows) or []) // norm.groups
     return f"normalises {count} values per {norm.group}" if count <= FEW_VALUES else None
 
 
@@ -98,13 +99,6 @@ def _first_input_shape(rows: list[RowResult]) -> list[int] | None:
             valid = isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in shape)
             return shape if valid else None
     return None
-
-
-def _product(shape: list[int]) -> int:
-    count = 1
-    for n in shape:
-        count *= n
-    return count
 
 
 def _argument(rows: list[RowResult], position: int, keyword: str) -> object:

@@ -179,8 +179,7 @@ class Amplified:
 
 def amplified_rows(results: list[RowResult]) -> Amplified | None:
     """What the first divergence left out because an ill-conditioned op came before; None when nothing was."""
-    beyond = [r for r in results if r.amplified_by is not None and r.excess is not None and r.excess > 1
-              and not r.diverges]
+    beyond = [r for r in results if r.amplified]
     if not beyond:
         return None
     return Amplified(beyond[0].amplified_by, len(beyond), max(r.excess for r in beyond))  # type: ignore[arg-type]

@@ -177,9 +177,9 @@ def check_attribute(options: CompareOptions) -> None:
         raise CompareError("attribute (--attribute): this framework's compare cannot replay APIs")
 
 
-def compute_tensor_rows(results: list[RowResult], pending: list[int], npu: DumpFile, bench: DumpFile,
-                        loader: TensorLoader, options: CompareOptions) -> None:
-    normalised = {rows[0].entry: norm for _, rows in group_by_entry(results) if (norm := normalisation(rows))}
+def compute_tensor_rows(results: list[RowResult], groups: list[list[RowResult]], pending: list[int], npu: DumpFile,
+                        bench: DumpFile, loader: TensorLoader, options: CompareOptions) -> None:
+    normalised = {rows[0].entry: norm for rows in groups if (norm := normalisation(rows))}
     jobs = []
     for index in pending:
         result = results[index]
@@ -200,11 +200,11 @@ def judge_results(results: list[RowResult], npu: DumpFile, bench: DumpFile, load
     """Metrics, verdicts, highlights and rounding excess of every row (also used by the graph compare);
     returns the rounding unit of the run."""
     pending = _judge_cheap(results)
+    groups = [rows for _, rows in group_by_entry(results)]
     if pending:
-        compute_tensor_rows(results, pending, npu, bench, loader, options)
+        compute_tensor_rows(results, groups, pending, npu, bench, loader, options)
     unit = run_unit(results)
     cross = is_cross_framework(npu, bench)
-    groups = [rows for _, rows in group_by_entry(results)]
     for rows in groups:
         highlight_entry(rows)
     judge_entries(groups, unit, cross)

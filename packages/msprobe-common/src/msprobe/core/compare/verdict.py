@@ -58,6 +58,11 @@ class RowResult:
         return self.excess > 1 and (self.amplified_by is None or not math.isfinite(self.excess))
 
     @property
+    def amplified(self) -> bool:
+        """Beyond rounding, but computed from an ill-conditioned op, so not a divergence (compare.conditioning)."""
+        return self.amplified_by is not None and self.excess is not None and self.excess > 1 and not self.diverges
+
+    @property
     def entry(self) -> str:
         return (self.npu or self.bench).entry  # type: ignore[union-attr]
 

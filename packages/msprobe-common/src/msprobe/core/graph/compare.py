@@ -60,8 +60,7 @@ def compare_graphs(npu_graph: Graph, bench_graph: Graph, npu: DumpFile, bench: D
             node.excess = None if entry_kind(node.id, stacks) == OPTIMIZER_KIND else _excess(rows_of.get(node.id, []))
             node.row_fields = {r.npu.name: _row_fields(mode, r) for r in rows_of.get(node.id, [])
                                if r.npu is not None and r.bench is not None}
-            amplified = [r.amplified_by for r in rows_of.get(node.id, []) if r.amplified_by is not None
-                         and r.excess is not None and r.excess > 1 and not r.diverges]
+            amplified = [r.amplified_by for r in rows_of.get(node.id, []) if r.amplified]
             if amplified:
                 node.data["rounding_amplified_by"] = amplified[0]
     _aggregate(npu_graph.root, mode)
@@ -114,7 +113,7 @@ def _index(mode: str, rows: list[RowResult]) -> float:
 def _excess(rows: list[RowResult]) -> float | None:
     """The largest rounding excess of the outputs and of the inputs no recorded call produced; a row computed
     from an ill-conditioned op counts up to 1 at most, as the first divergence counts it (compare.conditioning)."""
-    known = [r.excess if r.diverges or r.excess <= 1 else 1.0 for r in rows if r.excess is not None
+    known = [1.0 if r.amplified else r.excess for r in rows if r.excess is not None
              and r.npu is not None and r.bench is not None and (r.part == "output" or r.entering)]
     return max(known, default=None)
 
