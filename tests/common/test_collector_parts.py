@@ -10,15 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from msprobe.core.contract import Call, TensorStats
 from msprobe.core.dump import encode
 from msprobe.core.dump.collector import CallState, DumpCollector, ModuleSpans, Parts, StepOutput, TensorFiles
 from msprobe.core.dump.encode import EntryEncoder
 from msprobe.core.dump.host_stats import array_stats
 from msprobe.core.dump.json_files import read_json, step_dir
-from msprobe.core.dump.records import TensorStats
-from msprobe.core.events import Call
-from msprobe.core.overflow import OverflowCollector
-from msprobe.core.select import Selector
+from msprobe.core.dump.overflow import OverflowCollector
+from msprobe.core.lifecycle.select import Selector
 
 sys.path.insert(0, str(Path(__file__).parent))  # the numpy "framework" next to this file (importlib mode)
 from numpy_adapter import NumpyTensorAdapter  # noqa: E402

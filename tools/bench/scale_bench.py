@@ -213,7 +213,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
-    from msprobe.core.log import logger
+    from msprobe.core.services.log import logger
 
     logger.setLevel("WARNING")
     figures = []

@@ -2,34 +2,24 @@
 
 The command lives in msprobe-common so that it exists whatever else is installed. Framework packages
 add their commands through the entry-point group ``msprobe.frameworks``: each entry point (named after
-the framework) loads a mapping of command name → :class:`Command`. A framework's ``cli`` module must
-import its framework lazily (inside ``run``), so that ``msprobe --help`` stays fast and works even
-when a framework is broken. Framework-free commands are listed in ``CORE_COMMANDS``.
+the framework) loads a mapping of command name → :class:`~msprobe.core.services.plugin.Command`. A
+framework's ``cli`` module must import its framework lazily (inside ``run``), so that ``msprobe --help``
+stays fast and works even when a framework is broken. Framework-free commands are listed in ``CORE_COMMANDS``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 
-from msprobe.core.log import use_console
-from msprobe.core.plugin import framework_named, installed_frameworks
+from msprobe.core.services.log import use_console
+from msprobe.core.services.plugin import Command, framework_named, installed_frameworks
 from msprobe.core.tasks.builtin import load_builtin_tasks
 
 FRAMEWORKS = {"pytorch": "msprobe-pytorch", "mindspore": "msprobe-mindspore"}
 DISTRIBUTIONS = ("msprobe-common", *FRAMEWORKS.values())
-
-
-@dataclass(frozen=True)
-class Command:
-    """One sub-command: its one-line help, how it adds its arguments, and what it runs (exit code)."""
-
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
 
 
 def _grad_compare_configure(parser: argparse.ArgumentParser) -> None:

@@ -24,7 +24,7 @@ from msprobe.core.compare.mapfiles import TOP_LAYER, UserMaps
 from msprobe.core.compare.reader import CompareError, DumpFile, read_construct
 from msprobe.core.compare.rows import Row, structure
 from msprobe.core.framework_map import FrameworkMap, builtin
-from msprobe.core.naming import parse_name
+from msprobe.core.lifecycle.naming import parse_name
 
 _MAX_EDIT_DISTANCE = 4000  # beyond this the quadratic trace of Myers costs more than difflib
 

@@ -29,9 +29,9 @@ from msprobe.core.compare.rounding import FORWARD_SLACK
 from msprobe.core.compare.rows import flatten_entry
 from msprobe.core.compare.tensorfile import TensorSpec
 from msprobe.core.compare.verdict import RowResult
-from msprobe.core.fileio import atomic_write_text
-from msprobe.core.log import logger
-from msprobe.core.naming import parse_name
+from msprobe.core.lifecycle.naming import parse_name
+from msprobe.core.services.fileio import atomic_write_text
+from msprobe.core.services.log import logger
 
 LOCAL, INHERITED, MIXED = "local", "inherited", "mixed"
 KERNEL, DTYPE = "kernel", "dtype"

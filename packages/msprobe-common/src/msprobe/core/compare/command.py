@@ -13,7 +13,6 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from msprobe.core.cli import Command
 from msprobe.core.compare.api import input_paths, layout_of, run_compare
 from msprobe.core.compare.attribution import DEFAULT_LIMIT, Replay
 from msprobe.core.compare.engine import CompareOptions, TensorLoader, check_workers
@@ -22,7 +21,8 @@ from msprobe.core.compare.mapfiles import read_user_maps
 from msprobe.core.compare.reader import INPUT_MAX_BYTES, CompareError, load_json_file, read_mapping
 from msprobe.core.compare.shards import Layout
 from msprobe.core.engine import EngineError, add_engine_flags, choice_from_args, open_engine
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
+from msprobe.core.services.plugin import Command
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:

@@ -31,8 +31,8 @@ from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_
 from msprobe.core.compare.result import CompareResult
 from msprobe.core.compare.shards import Layout, read_merged
 from msprobe.core.engine import open_engine
-from msprobe.core.fileio import make_dir, write_csv
-from msprobe.core.log import logger
+from msprobe.core.services.fileio import make_dir, write_csv
+from msprobe.core.services.log import logger
 
 _RANK_DIR = re.compile(r"rank(\d*)")
 SUMMARY_HEADER = ["Rank", "Rows", "Failing rows", "First divergence", "Row", "Inputs pass", "Report"]

@@ -12,8 +12,8 @@ from msprobe.core.compare.report_xlsx import write_xlsx
 from msprobe.core.compare.result import CompareResult
 from msprobe.core.compare.table import PERCENT_COLUMNS, attribution_cells, attribution_columns, columns, row_cells
 from msprobe.core.compare.verdict import RowResult
-from msprobe.core.fileio import write_csv
-from msprobe.core.log import logger
+from msprobe.core.services.fileio import write_csv
+from msprobe.core.services.log import logger
 
 
 def write_reports(

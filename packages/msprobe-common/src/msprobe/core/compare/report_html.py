@@ -22,7 +22,7 @@ from msprobe.core.compare.escape import script_literal
 from msprobe.core.compare.result import CompareResult
 from msprobe.core.compare.rounding import BACKWARD_SLACK, CROSS_FRAMEWORK_SLACK, FORWARD_SLACK, describe_unit
 from msprobe.core.compare.verdict import RowResult
-from msprobe.core.fileio import atomic_write_text
+from msprobe.core.services.fileio import atomic_write_text
 
 HTML_MAX_ROWS = 20_000
 CHART_POINTS = 2_000

@@ -18,7 +18,7 @@ from msprobe.core.compare.conditioning import ill_conditioned
 from msprobe.core.compare.metrics import stat_of
 from msprobe.core.compare.rows import Row
 from msprobe.core.compare.verdict import STAT_KEYS, RowResult
-from msprobe.core.naming import BACKWARD, parse_name
+from msprobe.core.lifecycle.naming import BACKWARD, parse_name
 
 UNITS = {
     "float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8,

@@ -24,8 +24,8 @@ from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_
 from msprobe.core.compare.rows import is_tensor
 from msprobe.core.compare.tensorfile import TensorSpec
 from msprobe.core.compare.verdict import STAT_KEYS
-from msprobe.core.log import logger
-from msprobe.core.naming import FORWARD, api_name, parse_name
+from msprobe.core.lifecycle.naming import FORWARD, api_name, parse_name
+from msprobe.core.services.log import logger
 
 # How to load a value's array: ["file", path or None, shape, dtype] | ["concat", axis, [sources]]
 # | ["reduce", op, [sources]]. Plain lists, so a merged dump.json value stays JSON and picklable.

@@ -10,8 +10,8 @@ import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from msprobe.core.fileio import atomic_write_bytes, make_dir
 from msprobe.core.grad_probe.summary import safe_file_stem
+from msprobe.core.services.fileio import atomic_write_bytes, make_dir
 
 
 def _line_figure_png(title: str, steps: Sequence[int], values: Sequence[float | None],

@@ -19,7 +19,7 @@ from msprobe.core.compare.metrics import stat_diff, stat_of
 from msprobe.core.compare.reader import DumpFile
 from msprobe.core.compare.verdict import PASS, STAT_KEYS, RowResult
 from msprobe.core.graph.tree import ROOT, Graph, Node
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 
 SUMMARY, MD5, TENSOR = "summary", "md5", "tensor"
 SMALL_VALUE = {"float32": 1e-6, "float16": 1e-3, "bfloat16": 1e-3}  # per dtype (torch.* and MindSpore names)

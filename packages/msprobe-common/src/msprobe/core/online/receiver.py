@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.core.engine import Accelerators, EngineChoice, EngineError, open_engine
-from msprobe.core.fileio import atomic_write_text
-from msprobe.core.layout import step_dir
-from msprobe.core.log import logger
+from msprobe.core.lifecycle.layout import step_dir
 from msprobe.core.online.wire import Kind, Message
 from msprobe.core.run_ut import SKIP
 from msprobe.core.run_ut.report import NOT_APPLICABLE, Report
+from msprobe.core.services.fileio import atomic_write_text
+from msprobe.core.services.log import logger
 
 MAX_PENDING = 4096  # forward records waiting for their backward, all ranks together
 _LOGGED_MALFORMED = 20  # the first ones are logged one by one, later ones only counted

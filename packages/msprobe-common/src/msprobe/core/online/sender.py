@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from msprobe.core.log import logger
 from msprobe.core.online import wire
 from msprobe.core.online.transport import Link
 from msprobe.core.online.wire import Kind, Limits, Message, WireError, WireTensor
+from msprobe.core.services.log import logger
 
 RETRY_SECONDS = 1.0
 # tensor snapshot → its bytes on the host (the framework's half: ``FrameworkKit.wire_tensor``)

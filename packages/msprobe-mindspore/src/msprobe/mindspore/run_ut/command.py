@@ -13,9 +13,9 @@ import functools
 import os
 from typing import Any
 
-from msprobe.core.cli import Command
 from msprobe.core.engine import EngineChoice, choice_from_args
 from msprobe.core.run_ut.command import REPLAY_ERRORS, run_command, with_parts
+from msprobe.core.services.plugin import Command
 
 BENCH_CHOICES = ("auto", "torch", "mindspore")
 

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from msprobe.core.compare.reader import CompareError, read_dump
-from msprobe.core.log import logger
 from msprobe.core.run_ut import ERROR, SKIP, WARNING, api_status, judge_output
 from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section
 from msprobe.core.run_ut.replay_common import (
@@ -41,6 +40,7 @@ from msprobe.core.run_ut.replay_common import (
     tensor_dir,
 )
 from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, api_row, output_row, report_dir
+from msprobe.core.services.log import logger
 from msprobe.mindspore.run_ut.details import MINDSPORE_DETAILS
 from msprobe.mindspore.run_ut.sides import MindSporeSide, Side, round_to
 from msprobe.mindspore.run_ut.values import RECORDED, InputSource, Leaf, grad_slots, rebuild

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 
-from msprobe.core.cli import Command
 from msprobe.core.engine import add_engine_flags, choice_from_args
-from msprobe.core.log import logger
 from msprobe.core.run_ut.command import run_command
+from msprobe.core.services.log import logger
+from msprobe.core.services.plugin import Command
 
 
 def device_name(text: str) -> str:

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.cli import Command
 from msprobe.core.engine import EngineChoice, choice_from_args
 from msprobe.core.run_ut.command import run_command, with_parts
 from msprobe.core.run_ut.parallel import DEFAULT_PARTS, MAX_PARTS, split_parts
+from msprobe.core.services.plugin import Command
 from msprobe.pytorch.run_ut.command import _configure as _configure_run_ut
 
 __all__ = ["DEFAULT_PARTS", "MAX_PARTS", "multi_run_ut", "multi_run_ut_command", "split_parts"]

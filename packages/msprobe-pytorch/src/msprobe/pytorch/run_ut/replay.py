@@ -25,7 +25,6 @@ import numpy as np
 import torch
 
 from msprobe.core.compare.reader import CompareError, DumpFile, read_dump
-from msprobe.core.log import logger
 from msprobe.core.run_ut import ERROR, SKIP, WARNING, api_status, judge_output
 from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section
 from msprobe.core.run_ut.replay_common import (
@@ -39,6 +38,7 @@ from msprobe.core.run_ut.replay_common import (
     widened,
 )
 from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, api_row, output_row, report_dir
+from msprobe.core.services.log import logger
 from msprobe.pytorch.run_ut.call import Call, Refused, Side, api_table, replay_entry
 from msprobe.pytorch.run_ut.inputs import RunUtError, TensorSource
 from msprobe.pytorch.tensor_files import host_numpy, load_pt

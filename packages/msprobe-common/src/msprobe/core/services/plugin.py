@@ -1,15 +1,17 @@
 """What a framework package publishes, and how msprobe finds it: the ``msprobe.frameworks`` entry point.
 
 Each framework package registers one :class:`Framework` under its name (``pytorch``, ``mindspore``):
-its ``msprobe -f <name>`` commands, and where its :class:`~msprobe.core.kit.FrameworkKit` lives. The
+its ``msprobe -f <name>`` commands (each a :class:`Command`, which the ``msprobe`` command in
+:mod:`msprobe.core.cli` adds as a sub-command), and where its :class:`~msprobe.core.contract.FrameworkKit` lives. The
 commands are light to import (``msprobe --help`` loads them); the kit imports the framework itself, so
 it is named here and imported only when asked for.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -18,8 +20,17 @@ ENTRY_POINT_GROUP = "msprobe.frameworks"
 
 
 @dataclass(frozen=True)
+class Command:
+    """One sub-command: its one-line help, how it adds its arguments, and what it runs (exit code)."""
+
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
 class Framework:
-    commands: Mapping[str, Any]  # name → msprobe.core.cli.Command
+    commands: Mapping[str, Command]
     kit: str  # "module:Class" of the framework's kit
 
     def load_kit(self) -> Any:
