@@ -28,8 +28,8 @@ from test_run_ut import _dump, _one, _rows
 from msprobe.core import cli
 from msprobe.core.engine import ACCELERATORS, VISIBILITY, Accelerators, EngineChoice, EngineError
 from msprobe.core.engine.ray_engine import device_name
+from msprobe.core.online.directory import DirWatcher
 from msprobe.core.online.receiver import Intake, Receiver, ReplayPool
-from msprobe.core.online.transport import DirWatcher
 from msprobe.core.online.wire import Limits
 from msprobe.core.run_ut.parallel import offered, run_parts
 from msprobe.core.run_ut.replay_common import rows_to_check

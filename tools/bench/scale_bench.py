@@ -98,8 +98,8 @@ def online_records(root: Path, steps: int) -> list[tuple[int, int, bytes, bytes 
 
     import torch
 
+    from msprobe.core.online.directory import DirWatcher
     from msprobe.core.online.receiver import Intake
-    from msprobe.core.online.transport import DirWatcher
     from msprobe.core.online.wire import Limits
     from msprobe.pytorch import PrecisionDebugger
 

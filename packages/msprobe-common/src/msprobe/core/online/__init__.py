@@ -5,7 +5,8 @@ checking machine, which replays it with run_ut; nothing is dumped to disk on the
 
 - :mod:`.wire` — the message format: a fixed header and a JSON description plus raw tensor bytes; no
   pickle, every size bounded and checked before anything is allocated;
-- :mod:`.transport` — how messages travel: TCP (TLS unless plain loopback) or a shared directory;
+- :mod:`.tcp`, :mod:`.directory` — how messages travel, one transport each: TCP (TLS unless plain
+  loopback) or a shared directory; :mod:`.link` — what the two share;
 - :mod:`.sender` — the training side's background thread behind a bounded queue, and the collector
   that turns calls into records;
 - :mod:`.receiver` — the checking side: accepted ranks, forward/backward pairing, a worker pool.

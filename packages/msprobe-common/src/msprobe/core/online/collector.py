@@ -23,9 +23,11 @@ from msprobe.core.dump.encode import encode_value
 from msprobe.core.lifecycle.naming import backward_name
 from msprobe.core.lifecycle.select import Selector
 from msprobe.core.online import wire
+from msprobe.core.online.directory import DirLink
+from msprobe.core.online.link import Link
 from msprobe.core.online.sender import Outgoing, Sender, SenderOptions
 from msprobe.core.online.settings import SettingError, online_settings
-from msprobe.core.online.transport import DirLink, Link, TcpLink, tls_context
+from msprobe.core.online.tcp import TcpLink, tls_context
 from msprobe.core.services.log import logger
 
 

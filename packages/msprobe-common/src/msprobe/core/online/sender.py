@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from msprobe.core.online import wire
-from msprobe.core.online.transport import Link
+from msprobe.core.online.link import Link
 from msprobe.core.online.wire import Kind, Limits, Message, WireError, WireTensor
 from msprobe.core.services.log import logger
 

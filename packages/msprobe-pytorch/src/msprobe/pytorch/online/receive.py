@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from msprobe.core.engine import EngineChoice
+from msprobe.core.online.directory import DirWatcher
 from msprobe.core.online.receiver import Intake, Receiver, ReplayPool
 from msprobe.core.online.settings import SettingError, online_settings
-from msprobe.core.online.transport import DirWatcher, TcpServer, tls_context
+from msprobe.core.online.tcp import TcpServer, tls_context
 from msprobe.core.online.wire import Limits
 from msprobe.core.services.log import logger
 

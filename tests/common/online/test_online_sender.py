@@ -16,8 +16,8 @@ from msprobe.core.online.receiver import Intake
 from msprobe.core.online.sender import Outgoing, Sender, SenderOptions
 from msprobe.core.online.wire import Kind, Message, WireTensor
 
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
+if str(Path(__file__).parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parents[1]))
 from waiting import until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)

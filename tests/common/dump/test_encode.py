@@ -14,7 +14,7 @@ import pytest
 from msprobe.core.contract import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.dump.encode import encode_value, render
 
-REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs")
+REFERENCE = str(Path(__file__).resolve().parents[2] / "data" / "reference-outputs")
 
 
 class ArrayLeaf:

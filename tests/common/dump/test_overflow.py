@@ -25,7 +25,7 @@ from msprobe.core.dump.overflow import (
 from msprobe.core.lifecycle.select import Selector
 from msprobe.core.services.tree import map_tensors, tensors_in
 
-sys.path.insert(0, str(Path(__file__).parent))  # the numpy "framework" next to this file (importlib mode)
+sys.path.insert(0, str(Path(__file__).parents[1]))  # the numpy "framework" in tests/common (importlib mode)
 from numpy_adapter import NumpyTensorAdapter  # noqa: E402
 
 

@@ -32,7 +32,7 @@ from msprobe.core.compare.tensorfile import load_npy
 from msprobe.core.engine import EngineChoice
 
 ray = pytest.importorskip("ray")
-sys.path.insert(0, str(Path(__file__).parent))  # test_compare_engine's dump writer (importlib mode)
+sys.path.insert(0, str(Path(__file__).parents[1]))  # test_compare_engine's dump writer (importlib mode)
 import ray_driver  # noqa: E402
 from test_compare_engine import write_dump  # noqa: E402
 

@@ -19,7 +19,7 @@ from msprobe.core.dump.json_files import read_json, step_dir
 from msprobe.core.dump.overflow import OverflowCollector
 from msprobe.core.lifecycle.select import Selector
 
-sys.path.insert(0, str(Path(__file__).parent))  # the numpy "framework" next to this file (importlib mode)
+sys.path.insert(0, str(Path(__file__).parents[1]))  # the numpy "framework" in tests/common (importlib mode)
 from numpy_adapter import NumpyTensorAdapter  # noqa: E402
 
 

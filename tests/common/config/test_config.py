@@ -14,7 +14,7 @@ from msprobe.core.config import ConfigError, DebuggerConfig, load_config, load_d
 from msprobe.core.tasks.dump import StatisticsConfig, TensorConfig
 from msprobe.core.tasks.free_benchmark import FreeBenchmarkConfig
 
-EXAMPLES = Path(__file__).parent / "data" / "configs"
+EXAMPLES = Path(__file__).parents[1] / "data" / "configs"
 
 
 @pytest.fixture
@@ -423,7 +423,7 @@ def test_relative_path_is_resolved_against_the_working_directory(tmp_path, monke
 def _documented_examples() -> list[tuple[str, str]]:
     """(framework, JSON text) of every ```json block in docs/config.md; MindSpore when the line
     introducing the block names it."""
-    text = (Path(__file__).parents[2] / "docs" / "config.md").read_text(encoding="utf-8")
+    text = (Path(__file__).parents[3] / "docs" / "config.md").read_text(encoding="utf-8")
     examples = []
     for intro, block in re.findall(r"([^\n]*)\n\n```json\n(.*?)```", text, re.S):
         examples.append(("mindspore" if "MindSpore" in intro else "pytorch", block))

@@ -1,49 +1,28 @@
-"""How online messages travel: TCP (TLS unless plain loopback) or a shared directory.
+"""The TCP transport (TLS unless plain loopback): the sender's :class:`TcpLink`, the receiver's :class:`TcpServer`.
 
-Both sides of both modes are here, so the protocol is written once (docs/run_ut_online.md):
-
-- **TCP.** The sender connects, says HELLO with its rank and waits for ACK (REFUSE: the receiver does
-  not check this rank). Every DATA and STEP_END message is answered ACK, or RESEND when its payload's
-  checksum failed (sent again, at most :data:`RESENDS` times). STOP is answered STOP_ACK; the sender
-  waits :attr:`TcpLink.timeout` seconds at most for any answer. A header the receiver cannot trust
-  (not ours, too long) ends that connection, never the receiver.
-- **TLS.** ``tls_path`` holds ``server.key``/``server.crt`` (receiver) and ``client.key``/``client.crt``
-  (sender), TLS 1.2 or later; with a ``ca.crt`` there, both sides verify each other against it (mutual
-  authentication). ``tls_path`` empty means plain TCP, allowed only towards or on a loopback address.
-- **Shared directory** (``nfs_path``). One file per message, named ``r{rank}_s{step}_q{sequence}.msg``,
-  written to a hidden temporary name and renamed into place (a reader never sees half a file); the
-  receiver reads each in sequence order per rank, then deletes it. STOP is the file ``r{rank}.stop``.
+Why both sides live here: the HELLO/ACK/RESEND/STOP exchange (docs/run_ut_online.md#transports) is one
+protocol, written once. ``tls_path`` empty means plain TCP, allowed only towards or on a loopback address.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
-import re
 import select
 import socket
 import ssl
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Protocol
 
 from msprobe.core.online import wire
+from msprobe.core.online.link import Intake, TransportError, handle_message
 from msprobe.core.online.wire import Header, Kind, Limits, Message, WireError
-from msprobe.core.services.fileio import write_file
 from msprobe.core.services.log import logger
 
 RESENDS = 3
 CA_FILE = "ca.crt"
-_FILE = re.compile(r"r(\d{1,7})_s(\d{1,10})_q(\d{1,20})\.msg")
-_STOP_FILE = re.compile(r"r(\d{1,7})\.stop")
 
 
-class TransportError(OSError):
-    """The link to the receiver is unusable (closed, refused, timed out, or it refused this rank)."""
-
-
-# ---------------------------------------------------------------------------------------------- TLS
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -85,21 +64,6 @@ def tls_context(tls_path: str, host: str, *, server: bool, field: str) -> ssl.SS
     except (ssl.SSLError, OSError) as exc:
         raise ValueError(f"{field} {tls_path!r}: the keys or certificates cannot be used ({exc})") from None
     return context
-
-
-# ---------------------------------------------------------------------------------------------- sending
-class Link(Protocol):
-    """Where a sender's messages go; every failure is an OSError (:class:`TransportError` for ours)."""
-
-    def open(self) -> None: ...
-
-    def send(self, frames: list[tuple[Header, bytes]]) -> None:
-        """Send messages in order (the TCP link waits for answers only when its window is full)."""
-
-    def stop(self, rank: int, step: int, seq: int, meta: dict) -> None:
-        """Everything sent is answered, then STOP is."""
-
-    def close(self) -> None: ...
 
 
 class _Answers:
@@ -222,63 +186,6 @@ class TcpLink:
             sock.close()
 
 
-def message_file(rank: int, step: int, seq: int) -> str:
-    return f"r{rank}_s{step}_q{seq}.msg"
-
-
-class DirLink:
-    """The sender's shared directory: one file per message, renamed into place when complete."""
-
-    def __init__(self, path: str) -> None:
-        self.path = Path(path)
-
-    def open(self) -> None:
-        self.path.mkdir(parents=True, exist_ok=True, mode=0o750)
-        if self.path.is_symlink():
-            raise TransportError(f"nfs_path {str(self.path)!r} is a symbolic link")
-
-    def _write(self, name: str, frame: bytes) -> None:
-        write_file(self.path / name, lambda handle: handle.write(frame))  # temporary name, then rename
-
-    def send(self, frames: list[tuple[Header, bytes]]) -> None:
-        for header, frame in frames:
-            self._write(message_file(header.rank, header.step, header.seq), frame)
-
-    def stop(self, rank: int, step: int, seq: int, meta: dict) -> None:
-        self._write(f"r{rank}.stop", wire.control(Kind.STOP, rank, step, seq, **meta))
-
-    def close(self) -> None:
-        pass
-
-
-# ---------------------------------------------------------------------------------------------- receiving
-class Intake(Protocol):
-    """What a receiver does with what arrives (``msprobe.core.online.receiver.Intake``)."""
-
-    def accepts(self, rank: int) -> bool: ...
-
-    def message(self, message: Message, frame: bytes) -> None:
-        """A sound DATA or STEP_END message; ``frame`` is its bytes (header + payload)."""
-
-    def stopped(self, rank: int, meta: dict) -> None: ...
-
-    def malformed(self, where: str, error: Exception) -> None: ...
-
-
-def _handle(intake: Intake, header: Header, frame: bytes, limits: Limits, where: str) -> Message | None:
-    """Decode one message whose header passed; a bad payload is reported to ``intake`` and skipped."""
-    try:
-        message = wire.decode_payload(header, memoryview(frame)[wire.HEADER.size:], limits)
-    except wire.ChecksumError:
-        raise
-    except WireError as exc:
-        intake.malformed(where, exc)
-        return None
-    if message.kind in (Kind.DATA, Kind.STEP_END):
-        intake.message(message, frame)
-    return message
-
-
 class TcpServer:
     """The receiver's listening socket: one thread per connection, each message handed to ``intake``."""
 
@@ -361,7 +268,7 @@ class TcpServer:
                     logger.warning("online run_ut: rank %d (%s) disconnected without STOP (%s)", rank, where, exc)
                 return
             try:
-                message = _handle(self.intake, header, frame, self.limits, where)
+                message = handle_message(self.intake, header, frame, self.limits, where)
             except wire.ChecksumError as exc:
                 logger.warning("online run_ut: %s; asking %s to send it again", exc, where)
                 reply(Kind.RESEND, header)
@@ -385,75 +292,3 @@ class TcpServer:
             except OSError:
                 pass
         self._thread.join(timeout=2)
-
-
-class DirWatcher:
-    """The receiver's shared directory: polled, each file read in sequence order per rank and deleted."""
-
-    def __init__(self, path: str, limits: Limits, intake: Intake, poll: float = 0.05) -> None:
-        self.path, self.limits, self.intake, self.poll = Path(path), limits, intake, poll
-        self.path.mkdir(parents=True, exist_ok=True, mode=0o750)
-        if self.path.is_symlink():
-            raise ValueError(f"nfs_path {str(self.path)!r} is a symbolic link")
-        self._closed = threading.Event()
-        self._ignored: set[int] = set()
-        self._thread = threading.Thread(target=self._run, name="msprobe-online-dir", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._closed.is_set():
-            if not self.scan():
-                self._closed.wait(self.poll)
-
-    def _wanted(self, rank: int) -> bool:
-        if self.intake.accepts(rank):
-            return True
-        if rank not in self._ignored:
-            self._ignored.add(rank)
-            logger.warning("online run_ut: files of rank %d in %s are left alone (not in rank_list)", rank, self.path)
-        return False
-
-    def scan(self) -> bool:
-        """Handle every complete file now there; True when there was any."""
-        found, stops = [], []
-        for entry in os.scandir(self.path):
-            if (m := _FILE.fullmatch(entry.name)) and self._wanted(int(m.group(1))):
-                found.append((int(m.group(1)), int(m.group(3)), entry.name))
-            elif (m := _STOP_FILE.fullmatch(entry.name)) and self._wanted(int(m.group(1))):
-                stops.append(entry.name)
-        for _rank, _seq, name in sorted(found):
-            self._consume(name)
-        for name in stops:  # after the data files seen in the same scan: a stop file is written last
-            self._consume(name)
-        return bool(found or stops)
-
-    def _consume(self, name: str) -> None:
-        path = self.path / name
-        try:
-            size = path.stat().st_size
-            if path.is_symlink() or size > self.limits.max_message + wire.HEADER.size:
-                raise WireError(f"{size} bytes, more than the maximum message size" if not path.is_symlink()
-                                else "a symbolic link")
-            frame = path.read_bytes()
-            header = wire.parse_header(frame[:wire.HEADER.size], self.limits)
-            _check_name(name, header)
-            message = _handle(self.intake, header, frame, self.limits, name)
-            if message is not None and message.kind == Kind.STOP:
-                self.intake.stopped(header.rank, message.meta)
-        except (WireError, OSError) as exc:
-            self.intake.malformed(name, exc)
-        finally:
-            path.unlink(missing_ok=True)
-
-    def close(self) -> None:
-        self._closed.set()
-        self._thread.join(timeout=2)
-
-
-def _check_name(name: str, header: Header) -> None:
-    m = _FILE.fullmatch(name)
-    if m and (int(m.group(1)), int(m.group(2)), int(m.group(3))) != (header.rank, header.step, header.seq):
-        raise WireError(f"file name says rank/step/sequence {m.groups()}, its header "
-                        f"{header.rank}/{header.step}/{header.seq}")
-    if m is None and header.kind != Kind.STOP:
-        raise WireError(f"a stop file holding a {header.kind.name} message")

@@ -19,7 +19,7 @@ from msprobe.core.dump.json_files import StepWriter, read_json, step_dir, write_
 from msprobe.core.lifecycle.layout import DumpPathBusy
 from msprobe.core.services.fileio import DumpWriteError, UnsafePathError
 
-REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs") + "/pytorch"
+REFERENCE = str(Path(__file__).resolve().parents[2] / "data" / "reference-outputs") + "/pytorch"
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import pytest
 
 from msprobe.core.lifecycle.select import Selector
 
-REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs") + "/mindspore"
+REFERENCE = str(Path(__file__).resolve().parents[2] / "data" / "reference-outputs") + "/mindspore"
 
 # One training step of a small model at level mix, as an interceptor reports it: ("begin", name) when
 # an entry starts, ("end", name) when a module's forward finishes.

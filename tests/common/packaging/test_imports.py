@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGES = Path(__file__).resolve().parents[2] / "packages"
+PACKAGES = Path(__file__).resolve().parents[3] / "packages"
 # package directory → (its import name, what its interpreter imports before forking, what it must not import)
 GROUPS = {
     "msprobe-common": ("msprobe.core", ("numpy",),

@@ -32,8 +32,8 @@ from msprobe.core.lifecycle.naming import tensor_file_name
 from msprobe.core.lifecycle.session import Session
 from msprobe.core.tasks.registry import task_named
 
-if str(Path(__file__).parent) not in sys.path:  # the numpy "framework" next to this file (importlib mode)
-    sys.path.insert(0, str(Path(__file__).parent))
+if str(Path(__file__).parents[1]) not in sys.path:  # the numpy "framework" in tests/common (importlib mode)
+    sys.path.insert(0, str(Path(__file__).parents[1]))
 from numpy_adapter import NumpyInterceptor, NumpyKit, NumpyTensorAdapter  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------- the model

@@ -16,7 +16,7 @@ from msprobe.core.dump.tensor_writer import QUEUE_MB, TensorWriter
 from msprobe.core.services.fileio import DumpWriteError
 from msprobe.core.services.settings import SettingError
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from numpy_adapter import NumpyTensorAdapter  # noqa: E402
 
 
@@ -157,7 +157,7 @@ def test_a_program_that_ends_without_stop_leaves_no_temporary_file(tmp_path):
     script.write_text(EXIT_WITHOUT_STOP)
     out = tmp_path / "out"
     out.mkdir()
-    done = subprocess.run([sys.executable, str(script), str(out), str(Path(__file__).parent)],
+    done = subprocess.run([sys.executable, str(script), str(out), str(Path(__file__).parents[1])],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     names = sorted(p.name for p in out.iterdir())

@@ -15,7 +15,7 @@ from msprobe.core.dump.device_stats import STAT_COUNT, DeviceCopy, StatsAdapterB
 from msprobe.core.dump.encode import EntryEncoder
 from msprobe.core.dump.host_stats import HostCopy, host_stats
 
-sys.path.insert(0, str(Path(__file__).parent))  # the shared reference next to this file (importlib mode)
+sys.path.insert(0, str(Path(__file__).parents[1]))  # the shared reference in tests/common (importlib mode)
 from stats_reference import reference  # noqa: E402
 
 

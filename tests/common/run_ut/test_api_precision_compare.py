@@ -18,7 +18,7 @@ from msprobe.core.run_ut.precision_compare import (
 )
 from msprobe.core.run_ut.report import DETAIL_COLUMNS
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "run_ut_111"
+DATA = Path(__file__).resolve().parents[2] / "data" / "run_ut_111"
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

@@ -24,7 +24,7 @@ from msprobe.core.lifecycle.naming import (
     tensor_file_name,
 )
 
-REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs")
+REFERENCE = str(Path(__file__).resolve().parents[2] / "data" / "reference-outputs")
 
 API_CASES = [
     # full name, prefix, api, count, direction

@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 
 from msprobe.core.online import wire
-from msprobe.core.online.transport import DirLink, DirWatcher, TcpLink, TcpServer, TransportError, tls_context
+from msprobe.core.online.directory import DirLink, DirWatcher
+from msprobe.core.online.link import TransportError
+from msprobe.core.online.tcp import TcpLink, TcpServer, tls_context
 from msprobe.core.online.wire import HEADER, Kind, Limits, Message, WireTensor
 
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
+if str(Path(__file__).parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parents[1]))
 from online_tls import make_tls  # noqa: E402
 from waiting import until  # noqa: E402
 
