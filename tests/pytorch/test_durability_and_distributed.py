@@ -116,8 +116,8 @@ def test_a_second_job_on_a_dump_path_gets_a_config_error_naming_the_holder(tmp_p
 
 HOLD_RANK0 = """
 import sys
-from msprobe.core.dump.json_files import StepWriter
-StepWriter(sys.argv[1], 0, 0, task="statistics", level="L1", framework="pytorch", with_tensors=False)
+from msprobe.core.dump.json_files import DumpIdentity, StepWriter
+StepWriter(DumpIdentity(sys.argv[1], "statistics", "L1", "pytorch"), 0, 0)
 print("HOLDING", flush=True)
 sys.stdin.read()
 """

@@ -15,7 +15,7 @@ from msprobe.core.dump import encode
 from msprobe.core.dump.collector import CallState, DumpCollector, ModuleSpans, Parts, StepOutput, TensorFiles
 from msprobe.core.dump.encode import EntryEncoder
 from msprobe.core.dump.host_stats import array_stats
-from msprobe.core.dump.json_files import read_json, step_dir
+from msprobe.core.dump.json_files import DumpIdentity, read_json, step_dir
 from msprobe.core.dump.overflow import OverflowCollector
 from msprobe.core.lifecycle.select import Selector
 
@@ -135,8 +135,7 @@ def test_spans_give_each_entry_its_module_and_drive_the_selector():
 # ------------------------------------------------------------------------------ StepOutput, TensorFiles
 def test_step_output_opens_a_writer_per_step_and_writes_construct_only_for_module_levels(tmp_path):
     for level, constructs in (("L1", {}), ("mix", {"Torch.add.0.forward": "Module.m.M.forward.0"})):
-        output = StepOutput(str(tmp_path / level), task="statistics", level=level, framework="pytorch",
-                            with_tensors=False)
+        output = StepOutput(DumpIdentity(str(tmp_path / level), "statistics", level, "pytorch"))
         assert not output.active
         with pytest.raises(RuntimeError, match="no step is open"):
             output.add_stack("Torch.add.0.forward")
@@ -153,7 +152,7 @@ def test_step_output_opens_a_writer_per_step_and_writes_construct_only_for_modul
 
 
 def test_abort_leaves_earlier_steps_and_no_temporary_files(tmp_path):
-    output = StepOutput(str(tmp_path), task="statistics", level="L1", framework="pytorch", with_tensors=False)
+    output = StepOutput(DumpIdentity(str(tmp_path), "statistics", "L1", "pytorch"))
     output.open(0, None)
     output.add_entries([("Torch.add.0.forward", "{}")])
     output.close()
@@ -168,7 +167,7 @@ def test_abort_leaves_earlier_steps_and_no_temporary_files(tmp_path):
 
 def test_tensor_files_go_to_the_open_step(tmp_path):
     adapter = NumpyTensorAdapter()
-    output = StepOutput(str(tmp_path), task="tensor", level="L1", framework="pytorch", with_tensors=True)
+    output = StepOutput(DumpIdentity(str(tmp_path), "tensor", "L1", "pytorch", with_tensors=True))
     output.open(3, None)
     files = TensorFiles(adapter, output)
     array = np.arange(4.0)
@@ -182,8 +181,7 @@ def test_tensor_files_go_to_the_open_step(tmp_path):
 # ------------------------------------------------------------------------------------------------ Parts
 def test_parts_write_pending_entries_at_the_end_of_a_step(tmp_path):
     adapter = NumpyTensorAdapter()
-    parts = Parts(task="statistics", level="L1", framework="pytorch", dump_path=str(tmp_path),
-                  selector=Selector(), adapter=adapter, with_tensors=False)
+    parts = Parts(DumpIdentity(str(tmp_path), "statistics", "L1", "pytorch"), Selector(), adapter)
     parts.begin_step(0, None)
     parts.keep("Torch.add.0.forward", {"output": parts.entries.encode(np.ones(2), "x", "output")}, None)
     assert adapter.fetch_sizes == []
@@ -197,8 +195,8 @@ def test_parts_write_pending_entries_at_the_end_of_a_step(tmp_path):
 # ---------------------------------------------------------------------------------------- DumpCollector
 def dump(tmp_path, task="statistics", level="mix", **selector):
     adapter = NumpyTensorAdapter()
-    collector = DumpCollector(task=task, level=level, framework="pytorch", dump_path=str(tmp_path),
-                              selector=Selector(**selector), adapter=adapter)
+    identity = DumpIdentity(str(tmp_path), task, level, "pytorch", with_tensors=task == "tensor")
+    collector = DumpCollector(identity, Selector(**selector), adapter)
     return collector, adapter
 
 
@@ -289,8 +287,8 @@ def test_a_write_error_at_the_end_of_a_step_leaves_the_step_for_abort(tmp_path, 
 # ------------------------------------------------------------------------------------------------ shape
 def test_overflow_check_is_composed_not_derived():
     assert not issubclass(OverflowCollector, DumpCollector)
-    collector = OverflowCollector(level="L1", framework="pytorch", dump_path="unused", selector=Selector(),
-                                  adapter=NumpyTensorAdapter(), overflow_nums=1)
+    identity = DumpIdentity("unused", "overflow_check", "L1", "pytorch", with_tensors=True)
+    collector = OverflowCollector(identity, Selector(), NumpyTensorAdapter(), overflow_nums=1)
     call = api("Torch.exp.0.forward", np.ones(1))
     collector.forward_start(call)
     assert [type(key) for key in call.state] == [CallState]  # no string keys

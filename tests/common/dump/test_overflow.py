@@ -12,7 +12,7 @@ import pytest
 
 from msprobe.core.contract import Call
 from msprobe.core.dump.host_stats import array_stats
-from msprobe.core.dump.json_files import read_json, step_dir
+from msprobe.core.dump.json_files import DumpIdentity, read_json, step_dir
 from msprobe.core.dump.overflow import (
     INHERITED,
     ORIGIN,
@@ -84,8 +84,8 @@ def test_tree_helpers_keep_structure():
 
 # ------------------------------------------------------------------------------------ OverflowCollector
 def overflow(tmp_path, overflow_nums=-1, level="L1"):
-    return OverflowCollector(level=level, framework="pytorch", dump_path=str(tmp_path), selector=Selector(),
-                             adapter=NumpyTensorAdapter(), overflow_nums=overflow_nums)
+    identity = DumpIdentity(str(tmp_path), "overflow_check", level, "pytorch", with_tensors=True)
+    return OverflowCollector(identity, Selector(), NumpyTensorAdapter(), overflow_nums=overflow_nums)
 
 
 def run(collector, name, inputs, output, *, is_module=False, mutates=False):

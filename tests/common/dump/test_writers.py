@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from msprobe.core.dump import json_files
-from msprobe.core.dump.json_files import StepWriter, read_json, step_dir, write_json_atomic
+from msprobe.core.dump.json_files import DumpIdentity, StepWriter, read_json, step_dir, write_json_atomic
 from msprobe.core.lifecycle.layout import DumpPathBusy
 from msprobe.core.services.fileio import DumpWriteError, UnsafePathError
 
@@ -30,7 +30,7 @@ def usual_umask():
 
 
 def new_writer(dump_path, step=0, rank=None, *, with_tensors=False, task="statistics", level="mix"):
-    return StepWriter(dump_path, step, rank, task=task, level=level, framework="pytorch", with_tensors=with_tensors)
+    return StepWriter(DumpIdentity(dump_path, task, level, "pytorch", with_tensors), step, rank)
 
 
 def write_reference(run: str, dump_path, *, with_tensors: bool) -> tuple[StepWriter, dict]:
@@ -225,8 +225,8 @@ def test_every_step_of_an_earlier_run_is_moved_aside_not_only_the_ones_rewritten
 
 HOLD_STEP_DIR = """
 import sys
-from msprobe.core.dump.json_files import StepWriter
-StepWriter(sys.argv[1], 0, None, task="statistics", level="L1", framework="pytorch", with_tensors=False)
+from msprobe.core.dump.json_files import DumpIdentity, StepWriter
+StepWriter(DumpIdentity(sys.argv[1], "statistics", "L1", "pytorch"), 0, None)
 print("HOLDING", flush=True)
 sys.stdin.read()
 """

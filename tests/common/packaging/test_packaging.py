@@ -121,3 +121,18 @@ def test_the_registry_imports_nothing_of_msprobe_at_run_time():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["['msprobe.core.tasks',", "'msprobe.core.tasks.registry']"]
+
+
+def test_configuring_a_dump_that_does_not_stream_imports_no_transport():
+    """Online run_ut is its own task module (``tasks/online_run_ut.py``), which loads the online wing only
+    when a run streams: reading every task's section loads neither a transport (nor ssl) nor the sender."""
+    code = ("import sys\n"
+            "from msprobe.core.tasks.builtin import load_builtin_tasks\n"
+            "from msprobe.core.config import load_config\n"
+            "load_builtin_tasks()\n"
+            "for task in ('statistics', 'tensor', 'overflow_check', 'run_ut'):\n"
+            "    load_config(framework='pytorch', task=task)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('msprobe.core.online') or m == 'ssl'))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]"]

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.contract import Call, CallSink
 from msprobe.core.dump.collector import CallState, DumpCollector
+from msprobe.core.dump.json_files import DumpIdentity
 from msprobe.core.lifecycle.select import Selector
 from msprobe.core.lifecycle.session import Session
 from msprobe.core.services.fileio import atomic_write_text, make_dir
@@ -38,8 +39,9 @@ class AtenDumpCollector(DumpCollector):
     are recorded as calls (inputs before, outputs after), with the listed API's entry as their parent in
     construct.json."""
 
-    def __init__(self, *, listed: str, **parts: Any) -> None:
-        super().__init__(**parts)
+    def __init__(self, identity: DumpIdentity, selector: Selector, adapter: Any, *, listed: str,
+                 summary_mode: str) -> None:
+        super().__init__(identity, selector, adapter, summary_mode=summary_mode)
         self.listed = listed
         self.parts.output.with_construct = True  # construct.json shows the nesting under the API
         self._aten: CallState[dict] = CallState("aten entry")
@@ -77,11 +79,9 @@ def aten_dump(config: DebuggerConfig, kit: Any, on_finish: Callable[[], None]) -
     section = config.section
     listed = section.api_list[0]
     selector = Selector(steps=config.step, ranks=config.rank, data_mode=section.data_mode)
-    collector = AtenDumpCollector(
-        listed=listed, task=config.task, summary_mode=getattr(section, "summary_mode", "statistics"),
-        level=config.level, framework=config.framework, dump_path=config.dump_path, selector=selector,
-        adapter=kit.adapter(),
-    )
+    identity = DumpIdentity.of(config, with_tensors=config.task == "tensor")
+    collector = AtenDumpCollector(identity, selector, kit.adapter(), listed=listed,
+                                  summary_mode=getattr(section, "summary_mode", "statistics"))
     return Session(config, collector, lambda sink: ListedApiInterceptor(sink, listed, AtenCapture(sink)),
                    kit.current_rank, on_finish, prepare_model=kit.prepare_for_comparison)
 

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from msprobe.core.contract import Call, TensorAdapter
 from msprobe.core.dump.encode import EntryEncoder
-from msprobe.core.dump.json_files import StepWriter
+from msprobe.core.dump.json_files import DumpIdentity, StepWriter
 from msprobe.core.dump.tensor_writer import TensorWriter
 from msprobe.core.dump.user_stack import user_stack
 from msprobe.core.lifecycle.calls import MODULE_LEVELS
@@ -106,11 +106,9 @@ class StepOutput:
     as they were (the writer is let go first, so a second error while aborting changes nothing).
     """
 
-    def __init__(self, dump_path: str, *, task: str, level: str, framework: str, with_tensors: bool) -> None:
-        self.dump_path = dump_path
-        self.task, self.level, self.framework = task, level, framework
-        self.with_tensors = with_tensors
-        self.with_construct = level in MODULE_LEVELS
+    def __init__(self, identity: DumpIdentity) -> None:
+        self.identity = identity
+        self.with_construct = identity.level in MODULE_LEVELS
         self._writer: StepWriter | None = None
 
     @property
@@ -127,10 +125,7 @@ class StepOutput:
         return self._open_writer().tensor_dir
 
     def open(self, step: int, rank: int | None) -> None:
-        self._writer = StepWriter(
-            self.dump_path, step, rank, task=self.task, level=self.level,
-            framework=self.framework, with_tensors=self.with_tensors,
-        )
+        self._writer = StepWriter(self.identity, step, rank)
 
     def add_entries(self, entries: list[tuple[str, str]]) -> None:
         """Entries as (name, dump.json text), in execution order."""
@@ -189,21 +184,11 @@ class TensorFiles:
 class Parts:
     """The four parts wired together, with the step lifecycle a collector delegates to them."""
 
-    def __init__(
-        self,
-        *,
-        task: str,
-        level: str,
-        framework: str,
-        dump_path: str,
-        selector: Selector,
-        adapter: TensorAdapter,
-        with_tensors: bool,
-        with_md5: bool = False,
-    ) -> None:
+    def __init__(self, identity: DumpIdentity, selector: Selector, adapter: TensorAdapter, *,
+                 with_md5: bool = False) -> None:
         self.adapter = adapter
-        self.output = StepOutput(dump_path, task=task, level=level, framework=framework, with_tensors=with_tensors)
-        self.tensors = TensorFiles(adapter, self.output) if with_tensors else None
+        self.output = StepOutput(identity)
+        self.tensors = TensorFiles(adapter, self.output) if identity.with_tensors else None
         save = self.tensors.save if self.tensors is not None else None
         self.entries = EntryEncoder(adapter, with_md5=with_md5, save=save)
         self.spans = ModuleSpans(selector)
@@ -246,22 +231,10 @@ class DumpCollector:
     """Tasks ``statistics`` and ``tensor``: keeps every selected entry (docs/dump_format.md);
     ``tensor`` adds the tensor files."""
 
-    def __init__(
-        self,
-        *,
-        task: str,
-        level: str,
-        framework: str,
-        dump_path: str,
-        selector: Selector,
-        adapter: TensorAdapter,
-        summary_mode: str = "statistics",
-    ) -> None:
+    def __init__(self, identity: DumpIdentity, selector: Selector, adapter: TensorAdapter, *,
+                 summary_mode: str = "statistics") -> None:
         self.selector = selector
-        self.parts = Parts(
-            task=task, level=level, framework=framework, dump_path=dump_path, selector=selector,
-            adapter=adapter, with_tensors=task == "tensor", with_md5=summary_mode == "md5",
-        )
+        self.parts = Parts(identity, selector, adapter, with_md5=summary_mode == "md5")
         self._entry: CallState[dict] = CallState("dump entry")
 
     # ------------------------------------------------------------------ step lifecycle

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,26 @@ TENSOR_DIR = "dump_tensor_data"
 CHUNK_ENTRIES = 1000
 CHUNK_BYTES = 8 * 1024 * 1024
 
-__all__ = ["StepWriter", "json_text", "quoted", "read_json", "step_dir", "write_json_atomic"]
+__all__ = ["DumpIdentity", "StepWriter", "json_text", "quoted", "read_json", "step_dir", "write_json_atomic"]
+
+
+@dataclass(frozen=True)
+class DumpIdentity:
+    """Which dump a step's files belong to: where it goes, the task, level and framework, and whether it has
+    tensor files. The task's build makes it once from the configuration and every part down to the
+    :class:`StepWriter` receives this one value, rather than the same keywords relayed constructor by
+    constructor."""
+
+    dump_path: str
+    task: str
+    level: str
+    framework: str
+    with_tensors: bool = False
+
+    @classmethod
+    def of(cls, config: Any, *, with_tensors: bool) -> DumpIdentity:
+        """The identity of the dump a :class:`~msprobe.core.config.DebuggerConfig` configures."""
+        return cls(config.dump_path, config.task, config.level, config.framework, with_tensors)
 
 
 def json_text(obj: Any) -> str:
@@ -122,22 +142,12 @@ class StepWriter:
     (``start``/``stop`` twice in a step) continues the files the first one wrote.
     """
 
-    def __init__(
-        self,
-        dump_path: str | os.PathLike,
-        step: int,
-        rank: int | None,
-        *,
-        task: str,
-        level: str,
-        framework: str,
-        with_tensors: bool,
-    ) -> None:
-        self.directory = claim_step_dir(dump_path, step, rank)
+    def __init__(self, identity: DumpIdentity, step: int, rank: int | None) -> None:
+        self.directory = claim_step_dir(identity.dump_path, step, rank)
         self._tensor_dir = self.directory / TENSOR_DIR
         self._tensor_dir_made = False
-        data_dir = str(self._tensor_dir) if with_tensors else None
-        empty_dump = json_text({"task": task, "level": level, "dump_data_dir": data_dir, "data": {}})
+        data_dir = str(self._tensor_dir) if identity.with_tensors else None
+        empty_dump = json_text({"task": identity.task, "level": identity.level, "dump_data_dir": data_dir, "data": {}})
         head, tail = empty_dump[: -len("{}\n}")], "\n}"  # "data" is last: its members stream in between
         self._dump = _JsonObjectStream(self.directory / DUMP_FILE, head, 2, tail)
         self._stack = _JsonObjectStream(self.directory / STACK_FILE, "", 1, "")

@@ -19,7 +19,7 @@ from typing import Any
 
 from msprobe.core.contract import Call, TensorAdapter, TensorStats
 from msprobe.core.dump.collector import CallState, Parts
-from msprobe.core.dump.json_files import write_json_atomic
+from msprobe.core.dump.json_files import DumpIdentity, write_json_atomic
 from msprobe.core.lifecycle.naming import backward_name
 from msprobe.core.lifecycle.select import Selector
 from msprobe.core.services.log import logger
@@ -79,22 +79,11 @@ class OverflowCollector:
     unencoded until the call returns (snapshots for in-place APIs, so they are recorded as they were).
     """
 
-    def __init__(
-        self,
-        *,
-        level: str,
-        framework: str,
-        dump_path: str,
-        selector: Selector,
-        adapter: TensorAdapter,
-        overflow_nums: int,
-    ) -> None:
+    def __init__(self, identity: DumpIdentity, selector: Selector, adapter: TensorAdapter, *,
+                 overflow_nums: int) -> None:
         self.selector = selector
         self.adapter = adapter
-        self.parts = Parts(
-            task="overflow_check", level=level, framework=framework, dump_path=dump_path,
-            selector=selector, adapter=adapter, with_tensors=True,
-        )
+        self.parts = Parts(identity, selector, adapter)
         self.log = OverflowLog(overflow_nums)
         self._step_kinds: dict[str, str] = {}
         self._inputs: CallState[tuple[tuple, dict]] = CallState("overflow inputs")

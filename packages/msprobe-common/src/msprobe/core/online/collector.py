@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from msprobe.core.config import ConfigError, DebuggerConfig, Problem
+from msprobe.core.config import ConfigError, Problem
 from msprobe.core.contract import Call, TensorAdapter
 from msprobe.core.dump.collector import CallState, ModuleSpans
 from msprobe.core.dump.encode import encode_value
@@ -154,7 +154,7 @@ class OnlineCollector:
 
 # ---------------------------------------------------------------------------------------------- building
 def link_maker(section: Any) -> Callable[[int], Link]:
-    """How the sender of a rank reaches the receiver, from the tensor section; checked now (a
+    """How the sender of a rank reaches the receiver, from the online section; checked now (a
     ConfigError naming the field before the training starts), connected later by the sender."""
     if section.nfs_path is not None:
         return lambda rank: DirLink(section.nfs_path)
@@ -176,21 +176,15 @@ def sender_options() -> SenderOptions:
                          limits=wire.Limits.from_megabytes(settings.max_message_mb))
 
 
-def build_online(config: DebuggerConfig, kit: Any, on_finish: Callable[[], None]) -> Any:
-    """The session of an online sender: checked (link, TLS files) before the training starts."""
-    from msprobe.core.lifecycle.select import selector_for
-    from msprobe.core.lifecycle.session import Session
-
-    make_link = link_maker(config.section)
+def online_collector(section: Any, selector: Selector, adapter: TensorAdapter,
+                     wire_tensor: Callable[[str, Any], Any]) -> OnlineCollector:
+    """The collector of an online sender, from its section (an ``OnlineRunUtConfig``): the link and the
+    sender's bounds are checked now (a ConfigError before the training starts), the sender of a rank is
+    made when its first step begins."""
+    make_link = link_maker(section)
     options = sender_options()
 
     def make_sender(rank: int) -> Sender:
-        return Sender(make_link(rank), rank, kit.wire_tensor, options)
+        return Sender(make_link(rank), rank, wire_tensor, options)
 
-    collector = OnlineCollector(selector_for(config), kit.adapter(), make_sender, options.limits)
-
-    def finished() -> None:
-        collector.close()
-        on_finish()
-
-    return Session.with_kit(config, collector, kit, finished, prepare_model=kit.prepare_for_comparison)
+    return OnlineCollector(selector, adapter, make_sender, options.limits)

@@ -13,14 +13,15 @@ from dataclasses import dataclass
 
 from msprobe.core.config.errors import Problem
 from msprobe.core.config.fields import FieldReader, one_of
-from msprobe.core.config.frameworks import names_with, only_on
+from msprobe.core.config.frameworks import names_with
 from msprobe.core.config.model import DATA_MODES, DebuggerConfig
-from msprobe.core.config.rules import API_FULL_NAME, MODULE_FULL_NAME, RuleContext, online_problems
+from msprobe.core.config.rules import API_FULL_NAME, MODULE_FULL_NAME, RuleContext
 from msprobe.core.contract import FrameworkKit, Runner
 from msprobe.core.dump.collector import DumpCollector
+from msprobe.core.dump.json_files import DumpIdentity
 from msprobe.core.lifecycle.select import selector_for
 from msprobe.core.lifecycle.session import Session
-from msprobe.core.online.collector import build_online
+from msprobe.core.tasks.online_run_ut import OnlineRunUtConfig, build_online_run_ut, online_rules
 from msprobe.core.tasks.registry import Task, register
 
 SUMMARY_MODES = ("statistics", "md5")
@@ -48,7 +49,8 @@ class StatisticsConfig(_Filters):
 
 @dataclass(frozen=True)
 class TensorConfig(_Filters):
-    """Section ``tensor``: the same filters as statistics, plus how tensors are saved or streamed."""
+    """Section ``tensor``: the same filters as statistics, plus how tensors are saved, or 1.1.1's keys of
+    online run_ut, which streams them instead (handed over by :meth:`online`)."""
 
     file_format: str = "npy"
     online_run_ut: bool = False
@@ -57,6 +59,13 @@ class TensorConfig(_Filters):
     port: int | None = None
     tls_path: str = "./"
     online_run_ut_recompute: bool = False
+
+    def online(self) -> OnlineRunUtConfig | None:
+        """Online run_ut's own section when ``online_run_ut`` is set (None: tensors go to files)."""
+        if not self.online_run_ut:
+            return None
+        return OnlineRunUtConfig(nfs_path=self.nfs_path, host=self.host, port=self.port, tls_path=self.tls_path,
+                                 recompute=self.online_run_ut_recompute)
 
 
 # ---------------------------------------------------------------------------------- reading the section
@@ -191,34 +200,24 @@ def dump_rules(ctx: RuleContext) -> Iterator[Problem]:
     yield from _scope(ctx, section)
     yield from _api_list(ctx, section)
     yield from _dump_modes(ctx, section)
-    if isinstance(section, TensorConfig) and section.online_run_ut:
-        if not ctx.capabilities.online_run_ut:
-            where = only_on(lambda c: c.online_run_ut)
-            yield Problem(
-                ctx.path("online_run_ut"), True, f"false on {ctx.capabilities.display} (online run_ut is {where})"
-            )
-        yield from online_problems(ctx, True, section)
-        if ctx.level != "L1" and ctx.usable("level"):
-            yield Problem(ctx.path("online_run_ut"), True,
-                          f"false at level {ctx.level} (online run_ut streams API calls: level L1)")
+    online = section.online() if isinstance(section, TensorConfig) else None
+    if online is not None:
+        yield from online_rules(ctx, online)
 
 
 # ---------------------------------------------------------------------------------- what runs
-def collector_parts(config: DebuggerConfig, kit: FrameworkKit) -> dict:
-    """What every dump-shaped collector (dump, overflow check) is built from."""
-    return {"level": config.level, "framework": config.framework, "dump_path": config.dump_path,
-            "selector": selector_for(config), "adapter": kit.adapter()}
-
-
 def build_dump(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[], None]) -> Runner:
-    """The dump collector in a session at L0, L1, mix; the framework's kernel dump at L2."""
+    """The dump collector in a session at L0, L1, mix; the framework's kernel dump at L2; online run_ut's
+    sender when section ``tensor`` hands over to it."""
     if config.level == "L2":
         return kit.kernel_dump(config, on_finish)
     section = config.section
-    if isinstance(section, TensorConfig) and section.online_run_ut:
-        return build_online(config, kit, on_finish)
+    online = section.online() if isinstance(section, TensorConfig) else None
+    if online is not None:
+        return build_online_run_ut(config, online, kit, on_finish)
     summary_mode = section.summary_mode if isinstance(section, StatisticsConfig) else "statistics"
-    collector = DumpCollector(task=config.task, summary_mode=summary_mode, **collector_parts(config, kit))
+    identity = DumpIdentity.of(config, with_tensors=config.task == "tensor")
+    collector = DumpCollector(identity, selector_for(config), kit.adapter(), summary_mode=summary_mode)
     return Session.with_kit(config, collector, kit, on_finish, prepare_model=kit.prepare_for_comparison)
 
 

@@ -12,10 +12,11 @@ from msprobe.core.config.frameworks import only_on
 from msprobe.core.config.model import DebuggerConfig
 from msprobe.core.config.rules import RuleContext
 from msprobe.core.contract import FrameworkKit, Runner
+from msprobe.core.dump.json_files import DumpIdentity
 from msprobe.core.dump.overflow import OverflowCollector
+from msprobe.core.lifecycle.select import selector_for
 from msprobe.core.lifecycle.session import Session
 from msprobe.core.services.log import logger
-from msprobe.core.tasks.dump import collector_parts
 from msprobe.core.tasks.registry import Task, register
 
 CHECK_MODES = ("all", "aicore", "atomic")
@@ -60,7 +61,8 @@ def build_overflow_check(config: DebuggerConfig, kit: FrameworkKit, on_finish: C
     if config.level == "L2":
         return kit.kernel_dump(config, on_finish)
     section = config.section_as(OverflowCheckConfig)
-    collector = OverflowCollector(overflow_nums=section.overflow_nums, **collector_parts(config, kit))
+    identity = DumpIdentity.of(config, with_tensors=True)  # an overflow's entry comes with its tensor files
+    collector = OverflowCollector(identity, selector_for(config), kit.adapter(), overflow_nums=section.overflow_nums)
     return Session.with_kit(config, collector, kit, on_finish)
 
 
