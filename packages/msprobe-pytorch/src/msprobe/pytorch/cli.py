@@ -6,6 +6,8 @@ import (the loader is imported when a comparison runs), so ``msprobe --help`` st
 
 from __future__ import annotations
 
+from typing import Any
+
 from msprobe.core.compare.command import compare_command
 from msprobe.core.graph.command import graph_command
 from msprobe.core.services.plugin import Command, Framework
@@ -19,6 +21,12 @@ def _torch_loader():
     return load_pt
 
 
+def _online_receiver(config_path: str, out_path: str, devices: Any, engine: Any) -> int | None:
+    from msprobe.pytorch.online.receive import receive_if_online
+
+    return receive_if_online(config_path, out_path, devices, engine)
+
+
 def _torch_replay():
     from msprobe.pytorch.run_ut.attribution import TorchReplay
 
@@ -28,7 +36,7 @@ def _torch_replay():
 COMMANDS: dict[str, Command] = {
     "compare": compare_command(_torch_loader, _torch_replay),
     "graph": graph_command(_torch_loader),
-    "run_ut": run_ut_command(),
+    "run_ut": run_ut_command(_online_receiver),
     "multi_run_ut": multi_run_ut_command(),
 }
 # what this package publishes under the msprobe.frameworks entry point (pyproject.toml)

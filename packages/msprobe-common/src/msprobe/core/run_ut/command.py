@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from msprobe.core.config import ConfigError
 from msprobe.core.engine import EngineError
 from msprobe.core.run_ut.parallel import PartError, add_parts_option
 from msprobe.core.run_ut.replay_common import RunUtError
@@ -37,8 +38,6 @@ def run_command(command: str, run: Callable[[], tuple[dict, int] | int], line: C
     """Run a replay command: ``run()`` returns (summary, APIs judged), or an exit code when it reported
     itself (online run_ut); a bad config, dump, CSV or device (the errors of the run_ut core) is logged and
     gives 2. A finished run logs ``line(summary)`` and exits as :func:`exit_code` says."""
-    from msprobe.core.config import ConfigError
-
     try:
         outcome = run()
     except (*REPLAY_ERRORS, ConfigError) as exc:

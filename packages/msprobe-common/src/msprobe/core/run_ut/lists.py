@@ -15,7 +15,9 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from msprobe.core.config import load_config
 from msprobe.core.run_ut.replay_common import RunUtError
+from msprobe.core.tasks.builtin import load_builtin_tasks
 
 
 @dataclass(frozen=True)
@@ -35,9 +37,6 @@ def read_run_ut_section(config_path: str | os.PathLike | None, framework: str,
     :class:`~msprobe.core.run_ut.replay_common.RunUtError` for a list name that is no API."""
     if config_path is None:
         return RunUtSection()
-    from msprobe.core.config import load_config
-    from msprobe.core.tasks.builtin import load_builtin_tasks
-
     load_builtin_tasks()  # the file's other sections are tasks too, not unknown keys
     section = load_config(config_path, framework=framework, task="run_ut").section
     names = known()

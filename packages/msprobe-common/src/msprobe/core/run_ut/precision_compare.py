@@ -41,6 +41,7 @@ from msprobe.core.run_ut.standards import (
     normalise_dtype,
     worst,
 )
+from msprobe.core.services.log import logger
 
 # the stage-1 details columns stage 2 reads (1.1.1's names)
 NAME, DEVICE_DTYPE, MESSAGE = "API Name", "DEVICE Dtype", "Message"
@@ -313,8 +314,6 @@ def api_precision_compare(npu_csv: str | os.PathLike, gpu_csv: str | os.PathLike
 
 def main(npu_csv: str, gpu_csv: str, output_dir: str) -> int:
     """The command: 0 at least one output judged, 1 none (a message says why), 2 bad input."""
-    from msprobe.core.services.log import logger
-
     try:
         result = api_precision_compare(npu_csv, gpu_csv, output_dir)
     except PrecisionCompareError as exc:

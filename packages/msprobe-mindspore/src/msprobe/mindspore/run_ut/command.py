@@ -15,7 +15,11 @@ from typing import Any
 
 from msprobe.core.engine import EngineChoice, choice_from_args
 from msprobe.core.run_ut.command import REPLAY_ERRORS, run_command, with_parts
+from msprobe.core.run_ut.parallel import run_parts
+from msprobe.core.run_ut.replay_common import error_data_dir, rows_to_check
+from msprobe.core.run_ut.report import report_dir
 from msprobe.core.services.plugin import Command
+from msprobe.mindspore.run_ut.details import MINDSPORE_DETAILS
 
 BENCH_CHOICES = ("auto", "torch", "mindspore")
 
@@ -90,10 +94,6 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
     """``run_ut`` over ``parts`` processes (:func:`msprobe.core.run_ut.parallel.run_parts`; ``engine``: local
     or Ray, docs/scale.md), one merged report; returns (the merged summary, APIs judged). Raises
     ``RunUtError``/``ReportError``/``PartError``."""
-    from msprobe.core.run_ut.parallel import run_parts
-    from msprobe.core.run_ut.replay_common import error_data_dir, rows_to_check
-    from msprobe.core.run_ut.report import report_dir
-    from msprobe.mindspore.run_ut.details import MINDSPORE_DETAILS
     from msprobe.mindspore.run_ut.replay import DEFAULT_SEED, choose_bench
 
     seed = DEFAULT_SEED if seed is None else seed

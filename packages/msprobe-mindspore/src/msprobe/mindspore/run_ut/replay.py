@@ -13,7 +13,6 @@ on both sides and judged too. Files: :mod:`msprobe.core.run_ut.report` with the 
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Collection, Mapping
 from functools import lru_cache
@@ -23,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from msprobe.core.compare.reader import CompareError, read_dump
-from msprobe.core.run_ut import ERROR, SKIP, WARNING, api_status, judge_output
+from msprobe.core.run_ut import ERROR, SKIP, api_status, judge_output
+from msprobe.core.run_ut.drive import check_apis
 from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section
 from msprobe.core.run_ut.replay_common import (
     RANDOM_APIS,
@@ -35,12 +35,10 @@ from msprobe.core.run_ut.replay_common import (
     first_line,
     is_inplace,
     rng_for,
-    select_apis,
     split_name,
     tensor_dir,
 )
 from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, api_row, output_row, report_dir
-from msprobe.core.services.log import logger
 from msprobe.mindspore.run_ut.details import MINDSPORE_DETAILS
 from msprobe.mindspore.run_ut.sides import MindSporeSide, Side, round_to
 from msprobe.mindspore.run_ut.values import RECORDED, InputSource, Leaf, grad_slots, rebuild
@@ -297,21 +295,8 @@ def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, 
     error_dir = error_data_dir(out, error_data_path) if save_error_data else None
     replayer = Replayer(api_info, chosen, seed, api_override, error_dir)
     report = Report(out, csv_path, MINDSPORE_DETAILS)
-    entries = replayer.dump.entries
-    checked = 0
-    wanted = None if apis is None else frozenset(apis)
-    for name in select_apis(entries, report.done, white_list, black_list, filter_duplicates):
-        row_name = name.removesuffix(".forward")
-        if wanted is not None and row_name not in wanted:
-            continue
-        backward = entries.get(f"{row_name}.backward")
-        row = replayer.check(name, entries[name], backward if isinstance(backward, dict) else None)
-        if row.forward != SKIP or row.backward not in (SKIP, NOT_APPLICABLE):
-            checked += 1
-        report.add(row)
-        # a finding is worth a line as it happens; the rest is in the result CSV and the final summary
-        level = logging.INFO if {row.forward, row.backward} & {ERROR, WARNING} else logging.DEBUG
-        logger.log(level, "run_ut: %s forward %s backward %s", row.name, row.forward, row.backward)
+    checked = check_apis(replayer, replayer.dump.entries, report, white_list=white_list, black_list=black_list,
+                         filter_duplicates=filter_duplicates, apis=apis)
     bench_text = ("PyTorch (CPU)" if chosen == "torch" else "MindSpore") + \
         ", float16/bfloat16 -> float32, float32 -> float64"
     summary = report.summary(api_info=str(api_info), task=replayer.dump.task, framework="mindspore",

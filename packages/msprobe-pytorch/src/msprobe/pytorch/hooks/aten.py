@@ -19,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from msprobe.core.contract import Call, CallSink
 from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, CallCounter, api_name, parse_name
+from msprobe.core.services.log import logger
 from msprobe.pytorch.hooks.flat import flatten
 from msprobe.pytorch.hooks.interceptor import Interceptor
 
@@ -85,8 +86,6 @@ class AtenCapture(TorchDispatchMode):
             self.close()
 
     def unsupported(self, api: str) -> None:
-        from msprobe.core.services.log import logger
-
         logger.warning(f"{api}: the call built no autograd graph, so it has no backward operators to dump")
 
     def reset_counts(self) -> None:

@@ -19,13 +19,19 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from msprobe.core.config import load_config
 from msprobe.core.engine import EngineChoice
 from msprobe.core.online.directory import DirWatcher
 from msprobe.core.online.receiver import Intake, Receiver, ReplayPool
 from msprobe.core.online.settings import SettingError, online_settings
 from msprobe.core.online.tcp import TcpServer, tls_context
 from msprobe.core.online.wire import Limits
+from msprobe.core.run_ut.parallel import offered
 from msprobe.core.services.log import logger
+from msprobe.core.tasks.builtin import load_builtin_tasks
+from msprobe.pytorch.online.replay import replay_frames, warm_up
+from msprobe.pytorch.run_ut.inputs import RunUtError
+from msprobe.pytorch.run_ut.replay import check_device, load_run_ut_section
 
 
 def receive_if_online(config_path: str, out_path: str, devices: str | Sequence[str],
@@ -33,10 +39,6 @@ def receive_if_online(config_path: str, out_path: str, devices: str | Sequence[s
     """The receiver's exit code when the config's ``run_ut`` section has ``is_online: true``, else None;
     ``devices``: ``-d`` (one name, or all of them); ``engine``: where the replays run (local processes, or Ray
     actors: docs/scale.md)."""
-    from msprobe.core.config import load_config
-    from msprobe.core.tasks.builtin import load_builtin_tasks
-    from msprobe.pytorch.run_ut.replay import load_run_ut_section
-
     load_builtin_tasks()
     section = load_config(config_path, framework="pytorch", task="run_ut").section
     if not section.is_online:
@@ -50,11 +52,6 @@ def receive(section: Any, out_path: str, devices: str | Sequence[str] = "cpu", w
     """Run the receiver of a ``run_ut`` section (``is_online`` true) until every rank stopped. An engine that
     cannot run the replays — Ray unreachable, an actor given a device ``-d`` does not offer or one its node cannot
     open — raises :class:`~msprobe.core.engine.EngineError` (the command's exit code 2)."""
-    from msprobe.core.run_ut.parallel import offered
-    from msprobe.pytorch.online.replay import replay_frames, warm_up
-    from msprobe.pytorch.run_ut.inputs import RunUtError
-    from msprobe.pytorch.run_ut.replay import check_device
-
     devices = [devices] if isinstance(devices, str) else list(devices)
     try:
         settings = online_settings()

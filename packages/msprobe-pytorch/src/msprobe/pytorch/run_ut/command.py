@@ -9,11 +9,16 @@ or unreadable (its API is reported SKIP naming it, the others are judged, the re
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Callable, Sequence
 
-from msprobe.core.engine import add_engine_flags, choice_from_args
+from msprobe.core.engine import EngineChoice, add_engine_flags, choice_from_args
 from msprobe.core.run_ut.command import run_command
 from msprobe.core.services.log import logger
 from msprobe.core.services.plugin import Command
+
+# (config_path, out_path, devices, engine) → the receiver's exit code, or None when the config is not online
+OnlineReceiver = Callable[[str, str, "str | Sequence[str]", EngineChoice], "int | None"]
 
 
 def device_name(text: str) -> str:
@@ -73,22 +78,20 @@ def set_jit_compile(device: str) -> None:
     torch.npu.set_compile_mode(jit_compile=True)
 
 
-def _run(args: argparse.Namespace) -> int:
-    return run_command("run_ut", lambda: _replay(args), lambda summary: (
+def _run(args: argparse.Namespace, receive_online: OnlineReceiver | None = None) -> int:
+    return run_command("run_ut", lambda: _replay(args, receive_online), lambda summary: (
         f"{summary['apis']} APIs, forward {summary['forward']}, backward {summary['backward']}; "
         f"results in {summary['result_csv']}"))
 
 
-def _replay(args: argparse.Namespace) -> tuple[dict, int] | int:
+def _replay(args: argparse.Namespace, receive_online: OnlineReceiver | None) -> tuple[dict, int] | int:
     from msprobe.pytorch.run_ut.inputs import RunUtError
     from msprobe.pytorch.run_ut.replay import DEFAULT_SEED, load_run_ut_section, run_ut
 
     section = load_run_ut_section(args.config_path)
     engine = choice_from_args(args)
-    if args.config_path is not None:  # run_ut.is_online: receive APIs from a training job instead
-        from msprobe.pytorch.online.receive import receive_if_online
-
-        online = receive_if_online(args.config_path, args.out_path, getattr(args, "devices", args.device), engine)
+    if args.config_path is not None and receive_online is not None:  # run_ut.is_online: receive APIs instead
+        online = receive_online(args.config_path, args.out_path, getattr(args, "devices", args.device), engine)
         if online is not None:
             return online
     if engine.name != "local":
@@ -111,5 +114,8 @@ def _configure_run_ut(parser: argparse.ArgumentParser) -> None:
     add_engine_flags(parser)
 
 
-def run_ut_command() -> Command:
-    return Command("replay the APIs of a dump on a high-precision bench and judge them", _configure_run_ut, _run)
+def run_ut_command(receive_online: OnlineReceiver | None = None) -> Command:
+    """``receive_online``: the online receiver, asked first when a -config is given. The framework's cli hands
+    it over, so that run_ut never imports the receiver, which replays with run_ut (docs/run_ut_online.md)."""
+    return Command("replay the APIs of a dump on a high-precision bench and judge them", _configure_run_ut,
+                   functools.partial(_run, receive_online=receive_online))

@@ -17,9 +17,12 @@ from typing import Any
 
 from msprobe.core.engine import EngineChoice, choice_from_args
 from msprobe.core.run_ut.command import run_command, with_parts
-from msprobe.core.run_ut.parallel import DEFAULT_PARTS, MAX_PARTS, split_parts
+from msprobe.core.run_ut.parallel import DEFAULT_PARTS, MAX_PARTS, PartError, run_parts, split_parts
+from msprobe.core.run_ut.replay_common import error_data_dir, rows_to_check
+from msprobe.core.run_ut.report import ReportError, report_dir
 from msprobe.core.services.plugin import Command
 from msprobe.pytorch.run_ut.command import _configure as _configure_run_ut
+from msprobe.pytorch.run_ut.command import set_jit_compile
 
 __all__ = ["DEFAULT_PARTS", "MAX_PARTS", "multi_run_ut", "multi_run_ut_command", "split_parts"]
 
@@ -29,13 +32,10 @@ def _run_part(api_info: str, save_error_data: bool, seed: int, jit_compile: bool
     """One part, in its own process: (APIs judged, error message or None), on the device
     :func:`~msprobe.core.run_ut.parallel.run_parts` placed it on (on Ray, the one Ray assigned). Error data
     goes into the part's folder; ``run_parts`` moves it to its final place."""
-    from msprobe.core.run_ut.report import ReportError
     from msprobe.pytorch.run_ut.inputs import RunUtError
     from msprobe.pytorch.run_ut.replay import run_ut
 
     if jit_compile:
-        from msprobe.pytorch.run_ut.command import set_jit_compile
-
         set_jit_compile(device)
     try:
         result = run_ut(api_info, part_dir, device=device, save_error_data=save_error_data, seed=seed, apis=apis,
@@ -58,9 +58,6 @@ def multi_run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".
     Ray a part on an accelerator asks Ray for one and replays on the one Ray assigned, among the ids
     ``devices`` names (checked on the node that runs the part: the machine running this need have none).
     Raises ``RunUtError``/``ReportError`` for bad input."""
-    from msprobe.core.run_ut.parallel import PartError, run_parts
-    from msprobe.core.run_ut.replay_common import error_data_dir, rows_to_check
-    from msprobe.core.run_ut.report import report_dir
     from msprobe.pytorch.run_ut.inputs import RunUtError
     from msprobe.pytorch.run_ut.replay import DEFAULT_SEED, check_device
 

@@ -15,7 +15,6 @@ Rebuilding and running an entry's call is :mod:`msprobe.pytorch.run_ut.call`, wh
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
@@ -25,7 +24,8 @@ import numpy as np
 import torch
 
 from msprobe.core.compare.reader import CompareError, DumpFile, read_dump
-from msprobe.core.run_ut import ERROR, SKIP, WARNING, api_status, judge_output
+from msprobe.core.run_ut import ERROR, SKIP, api_status, judge_output
+from msprobe.core.run_ut.drive import check_apis
 from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section
 from msprobe.core.run_ut.replay_common import (
     RunUtResult,
@@ -33,12 +33,10 @@ from msprobe.core.run_ut.replay_common import (
     error_data_dir,
     is_tensor_value,
     rng_for,
-    select_apis,
     tensor_dir,
     widened,
 )
 from msprobe.core.run_ut.report import NOT_APPLICABLE, ApiRow, OutputRow, Report, api_row, output_row, report_dir
-from msprobe.core.services.log import logger
 from msprobe.pytorch.run_ut.call import Call, Refused, Side, api_table, replay_entry
 from msprobe.pytorch.run_ut.inputs import RunUtError, TensorSource
 from msprobe.pytorch.tensor_files import host_numpy, load_pt
@@ -235,26 +233,8 @@ def run_ut(api_info: str | os.PathLike, output_dir: str | os.PathLike = ".", *, 
     replayer, dump = replayer_for_dump(api_info, dev, seed, api_override, error_dir)
     tensor_mode = dump.task == "tensor"
     report = Report(out, csv_path)
-    entries = dump.entries
-    checked = 0
-    wanted = None if apis is None else frozenset(apis)
-    for name in select_apis(entries, report.done, white_list, black_list, filter_duplicates):
-        entry = entries[name]
-        row_name = name.removesuffix(".forward")
-        if wanted is not None and row_name not in wanted:
-            continue
-        backward = entries.get(f"{row_name}.backward")
-        row = replayer.check(name, entry, backward if isinstance(backward, dict) else None)
-        if row.forward != SKIP or row.backward not in (SKIP, NOT_APPLICABLE):
-            checked += 1
-        report.add(row)
-        # a finding or a missing input is worth a line as it happens; the rest is in the result CSV and the
-        # final summary
-        if row.input_error:
-            logger.warning("run_ut: %s SKIP: %s", row.name, row.message)
-        else:
-            level = logging.INFO if {row.forward, row.backward} & {ERROR, WARNING} else logging.DEBUG
-            logger.log(level, "run_ut: %s forward %s backward %s", row.name, row.forward, row.backward)
+    checked = check_apis(replayer, dump.entries, report, white_list=white_list, black_list=black_list,
+                         filter_duplicates=filter_duplicates, apis=apis)
     summary = report.summary(api_info=str(api_info), task=dump.task, device=str(dev),
                              bench="cpu, float16/bfloat16 -> float32, float32 -> float64",
                              seed=seed if not tensor_mode else None,
