@@ -1,9 +1,9 @@
 """Compare two graphs: pair their nodes and give each NPU node its precision index (1.1.1's meaning).
 
 Nothing is matched or measured here: the two dumps' entries are paired by the compare pipeline's aligner
-and measured by its metrics (``compare.engine.build_results`` / ``judge_results``), and this module reads
+and measured by its metrics (``compare.pipeline.build_results`` / ``judge_results``), and this module reads
 those rows back onto the nodes: the match of each node, 1.1.1's ``precision_index`` and the
-``rounding_excess`` the colours follow (:mod:`msprobe.core.compare.rounding`). The rules:
+``rounding_excess`` the colours follow (:mod:`msprobe.core.compare.judge.rounding`). The rules:
 docs/graph.md#compare-matching-and-the-precision-index.
 """
 
@@ -13,11 +13,18 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from msprobe.core.compare.divergence import OPTIMIZER_KIND, Divergence, entry_kind, first_divergence
-from msprobe.core.compare.engine import CompareOptions, TensorLoader, build_results, check_modes, judge_results
-from msprobe.core.compare.metrics import stat_diff, stat_of
-from msprobe.core.compare.reader import DumpFile
-from msprobe.core.compare.verdict import PASS, STAT_KEYS, RowResult
+from msprobe.core.compare.judge import (
+    OPTIMIZER_KIND,
+    PASS,
+    Divergence,
+    RowResult,
+    entry_kind,
+    first_divergence,
+    stat_diff,
+    stat_of,
+)
+from msprobe.core.compare.pipeline import CompareOptions, TensorLoader, build_results, check_modes, judge_results
+from msprobe.core.compare.read import STAT_KEYS, DumpFile
 from msprobe.core.graph.tree import ROOT, Graph, Node
 from msprobe.core.log import logger
 
@@ -112,7 +119,7 @@ def _index(mode: str, rows: list[RowResult]) -> float:
 
 def _excess(rows: list[RowResult]) -> float | None:
     """The largest rounding excess of the outputs and of the inputs no recorded call produced; a row computed
-    from an ill-conditioned op counts up to 1 at most, as the first divergence counts it (compare.conditioning)."""
+    from an ill-conditioned op counts up to 1 at most, as the first divergence counts it (judge.conditioning)."""
     known = [1.0 if r.amplified else r.excess for r in rows if r.excess is not None
              and r.npu is not None and r.bench is not None and (r.part == "output" or r.entering)]
     return max(known, default=None)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.core.compare.reader import CompareError, DumpFile, load_json_file, read_dump
+from msprobe.core.compare.read import CompareError, DumpFile, load_json_file, read_dump
 from msprobe.core.run_ut.report import RESULT_COLUMNS, ApiRow, read_done
 
 # The "type" a dump.json gives a tensor value, in either framework.
