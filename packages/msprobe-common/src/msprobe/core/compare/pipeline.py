@@ -41,6 +41,7 @@ from msprobe.core.compare.judge import (
     judge_not_compared,
     judge_summary,
     judge_tensor,
+    judge_uninitialised,
     judge_unmatched,
     judge_values,
     mark_entering,
@@ -123,9 +124,12 @@ def build_results(npu: DumpFile, bench: DumpFile, options: CompareOptions) -> li
 def _judge_cheap(results: list[RowResult]) -> list[int]:
     """Judge every row that needs no tensor file; return the indices of tensor pairs still to compare."""
     pending = []
+    judge_uninitialised(results)
     for index, result in enumerate(results):
         if result.npu is None or result.bench is None:
             judge_unmatched(result)
+        elif result.uninitialised:
+            continue
         elif result.mode == "tensor":
             if not judge_values(result, YES, NO):
                 pending.append(index)

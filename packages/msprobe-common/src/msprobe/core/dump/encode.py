@@ -17,6 +17,7 @@ import numpy as np
 
 from msprobe.core.dump.json_files import quoted
 from msprobe.core.dump.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.dump.uninitialised import outputs_uninitialised
 from msprobe.core.events import TensorAdapter
 from msprobe.core.log import logger
 
@@ -119,6 +120,7 @@ class EntryEncoder:
             value = (value,)
         adapter, handles, save = self.adapter, self._handles, self.save
         produced = part == "output"  # what the call made: reused if met again unchanged (next call's input)
+        uninitialised = produced and outputs_uninitialised(entry)  # empty_like & co: whatever memory held
 
         def leaf(item: Any, path: tuple) -> Any:
             if not adapter.is_tensor(item):
@@ -135,6 +137,7 @@ class EntryEncoder:
                 record.md5 = adapter.checksum(item, produced)
             if save is not None:
                 record.data_name = save(item, entry, part, path)
+            record.uninitialised = record.uninitialised or uninitialised
             return record
 
         return encode_value(value, leaf)

@@ -100,7 +100,7 @@ def _match(npu_graph: Graph, bench_graph: Graph, partner_of: dict[str, str]) -> 
 
 
 def _index(mode: str, rows: list[RowResult]) -> float:
-    paired = [r for r in rows if r.npu is not None and r.bench is not None]
+    paired = [r for r in rows if r.npu is not None and r.bench is not None and not r.uninitialised]
     if mode == MD5:
         return 0.0 if any(r.failed for r in paired) else 1.0
     if mode == TENSOR:

@@ -17,16 +17,14 @@ import torch
 from torch._C._autograd import _get_sequence_nr
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from msprobe.core.dump.uninitialised import UNINITIALISED_APIS
 from msprobe.core.events import Call, CallSink
 from msprobe.core.naming import BACKWARD, FORWARD, CallCounter, api_name, parse_name
 from msprobe.pytorch.hooks.flat import flatten
 from msprobe.pytorch.hooks.interceptor import Interceptor
 
 ATEN = "Aten"
-SKIPPED_OPS = frozenset({
-    "detach", "alias", "lift_fresh", "lift_fresh_copy",
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-})
+SKIPPED_OPS = frozenset({"detach", "alias", "lift_fresh", "lift_fresh_copy", *UNINITIALISED_APIS})
 
 _engine = torch.autograd.Variable._execution_engine
 

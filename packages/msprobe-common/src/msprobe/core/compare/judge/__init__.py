@@ -63,6 +63,7 @@ from msprobe.core.compare.judge.verdict import (
     judge_not_compared,
     judge_summary,
     judge_tensor,
+    judge_uninitialised,
     judge_unmatched,
     judge_values,
 )
@@ -73,7 +74,8 @@ __all__ = [
     "ErrorShare", "Normalisation", "Replay", "ReplayRequest", "RowResult", "Stats", "TensorMetrics",
     "amplification", "amplified_rows", "attribute", "compare_tensors", "cosine", "describe", "describe_unit",
     "entry_kind", "first_divergence", "group_by_entry", "highlight_entry", "judge_entries", "judge_md5",
-    "judge_not_compared", "judge_summary", "judge_tensor", "judge_unmatched", "judge_values", "mark_entering",
+    "judge_not_compared", "judge_summary", "judge_tensor", "judge_uninitialised", "judge_unmatched", "judge_values",
+    "mark_entering",
     "normalisation", "optimizer_divergences", "relative_errors", "run_unit", "stack_of", "stat_diff", "stat_of",
     "user_frame", "worst_rows",
 ]

@@ -144,7 +144,10 @@ def judge_entry(rows: list[RowResult], unit: float, cross_framework: bool = Fals
     backward = _is_backward(rows[0].entry)
     allowance = unit * (BACKWARD_SLACK if backward else FORWARD_SLACK) * (CROSS_FRAMEWORK_SLACK if cross_framework
                                                                           else 1.0)
-    inputs = [r for r in rows if r.part == "input"]
+    for result in rows:  # uninitialised memory (judge.verdict.judge_uninitialised): no excess, nothing carried
+        if result.uninitialised:
+            judge_excess(result, None, False)
+    inputs = [r for r in rows if r.part == "input" and not r.uninitialised]
     floor = max((_own_scale(r) for r in inputs), default=0.0) if backward else 0.0
     for result in inputs:
         key = signature(result) if produced is not None else None
@@ -155,7 +158,7 @@ def judge_entry(rows: list[RowResult], unit: float, cross_framework: bool = Fals
     carried = [Carried(*deviations, _scales(r, floor), _amplification(r)) for r in inputs
                if r.excess is not None and r.excess <= 1 and (deviations := _deviations(r, floor))[1]]
     for result in rows:
-        if result.part == "input":
+        if result.part == "input" or result.uninitialised:
             continue
         key = signature(result) if produced is not None and result.part == "output" else None
         if key is not None and key in produced.excess:  # a module's output is the value the last API inside made

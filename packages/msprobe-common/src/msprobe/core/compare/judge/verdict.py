@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from msprobe.core.compare.judge.metrics import TensorMetrics, stat_diff, stat_of
 from msprobe.core.compare.read import STAT_KEYS, Row, canonical_dtype
+from msprobe.core.dump.uninitialised import MEMBER as UNINITIALISED
 
 YES, NO, NONE, UNMATCHED = "Yes", "No", "None", "Unmatched"
 WARNING, PASS, DIFFERENT = "Warning", "pass", "Different"
@@ -26,6 +27,7 @@ FAILING = (NO, WARNING, DIFFERENT)
 RED, YELLOW = "red", "yellow"
 MSG_NO_BENCH = "No bench data matched."
 MSG_NO_NPU = "No NPU data matched."
+MSG_UNINITIALISED = "Uninitialised memory (an empty-like API's output): not numerically comparable."
 
 
 @dataclass
@@ -45,12 +47,16 @@ class RowResult:
     not_compared: bool = False  # its tensor files are missing or unreadable
     entering: bool = False  # an input no earlier entry output: a parameter, buffer or the batch (judge.rounding)
     amplified_by: str | None = None  # the ill-conditioned op this value was computed from (compare.judge.conditioning)
+    uninitialised: bool = False  # a side holds uninitialised memory (empty_like & co): never diverges, never carries
 
     @property
     def diverges(self) -> bool:
         """Beyond rounding (compare.judge.rounding), or, where that rule has no number (md5 mode, non-numeric
         values), a failing verdict. A finite difference of a value computed from an ill-conditioned op is
-        not a divergence: rounding amplified there has no bound a compare could check."""
+        not a divergence: rounding amplified there has no bound a compare could check. Uninitialised memory
+        never diverges: it holds whatever the allocator left."""
+        if self.uninitialised:
+            return False
         if self.excess is None:
             return self.failed
         return self.excess > 1 and (self.amplified_by is None or not math.isfinite(self.excess))
@@ -88,6 +94,35 @@ def _same_value(a: object, b: object) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     return a == b
+
+
+def judge_uninitialised(results: list[RowResult]) -> None:
+    """Mark, in execution order, the paired rows whose value is uninitialised memory on a side: an output the
+    dump marks (``"uninitialised": true``, docs/compare.md#uninitialised-values) and every later row holding
+    that value unchanged on the same side (same dtype, shape and statistics: the tensor passed on, viewed or
+    returned by a module). Their verdict is empty (summary) or ``None``; no tensor file is read for them."""
+    seen: tuple[set[tuple], set[tuple]] = (set(), set())
+    for result in results:
+        marked = False
+        for side_seen, row in zip(seen, (result.npu, result.bench)):
+            key = _value_key(row)
+            if key is not None and row.value.get(UNINITIALISED) is True:
+                side_seen.add(key)
+            marked = marked or (key is not None and key in side_seen)
+        if marked and result.npu is not None and result.bench is not None:
+            result.uninitialised = True
+            result.verdict = "" if result.mode == "summary" else NONE
+            result.messages.append(MSG_UNINITIALISED)
+
+
+def _value_key(row: Row | None) -> tuple | None:
+    """A tensor value by dtype, shape and statistics; None for a non-tensor or one recording no statistics."""
+    if row is None or not row.is_tensor or not isinstance(row.value, dict):
+        return None
+    stats = tuple(row.value.get(k) for k in (*STAT_KEYS, "md5"))
+    if all(v is None for v in stats):
+        return None
+    return (row.value.get("dtype"), tuple(row.value.get("shape") or ()), *stats)
 
 
 def judge_not_compared(result: RowResult, why: str) -> None:
@@ -176,9 +211,9 @@ def judge_md5(result: RowResult) -> None:
 
 def highlight_entry(results: list[RowResult]) -> None:
     """Set ``highlight`` on the rows of one entry (see the module docstring)."""
-    inputs = [r for r in results if r.part == "input" and r.npu and r.bench]
+    inputs = [r for r in results if r.part == "input" and r.npu and r.bench and not r.uninitialised]
     for result in results:
-        if result.npu is None or result.bench is None:
+        if result.npu is None or result.bench is None or result.uninitialised:
             continue
         if result.part != "output":
             if result.failed:
