@@ -18,6 +18,7 @@ from msprobe.core.compare.judge import (
     PASS,
     Divergence,
     RowResult,
+    differing_arguments,
     entry_kind,
     first_divergence,
     stat_diff,
@@ -67,6 +68,9 @@ def compare_graphs(npu_graph: Graph, bench_graph: Graph, npu: DumpFile, bench: D
             node.excess = None if entry_kind(node.id, stacks) == OPTIMIZER_KIND else _excess(rows_of.get(node.id, []))
             node.row_fields = {r.npu.name: _row_fields(mode, r) for r in rows_of.get(node.id, [])
                                if r.npu is not None and r.bench is not None}
+            arguments = differing_arguments(rows_of.get(node.id, []))
+            if arguments:  # the call itself differs: the node is an origin (docs/compare.md)
+                node.data["arguments_differ"] = ", ".join(arguments)
             amplified = [r.amplified_by for r in rows_of.get(node.id, []) if r.amplified]
             if amplified:
                 node.data["rounding_amplified_by"] = amplified[0]

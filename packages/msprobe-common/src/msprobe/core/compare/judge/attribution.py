@@ -165,11 +165,18 @@ class Attribution:
         return None
 
 
-def verdict_of(kernel: float | None, dtype: float | None, inherited: float | None, inputs_pass: bool) -> Verdict:
-    """The verdict from the three excesses (see the module docstring)."""
+def verdict_of(kernel: float | None, dtype: float | None, inherited: float | None, inputs_pass: bool,
+               arguments: tuple[str, ...] = ()) -> Verdict:
+    """The verdict from the three excesses (see the module docstring). ``arguments``: the call's own non-tensor
+    arguments that differ between the runs (``eps 0.5 vs 1e-05``); each run's replay runs with its own, so the
+    replays' difference is made by this call, not carried in: local when the tensor inputs pass."""
     excess = {KERNEL: kernel or 0.0, DTYPE: dtype or 0.0, INHERITED: inherited or 0.0}
     made_here = tuple(CAUSES[p] for p in (KERNEL, DTYPE) if excess[p] > 1)
     carried = excess[INHERITED] > 1
+    if arguments and carried:
+        own = f"its own arguments: {', '.join(arguments)}"
+        return Verdict(LOCAL, made_here + (own,)) if inputs_pass else \
+            Verdict(MIXED, made_here + (own, CAUSES[INHERITED]))
     if inputs_pass:
         return Verdict(LOCAL, made_here + ((AMPLIFIED,) if carried else ()))
     if made_here and not carried:
@@ -221,7 +228,7 @@ def _attribute_entry(suspect: Divergence, results: list[RowResult], npu: DumpFil
                      loader: Callable[[Path, TensorSpec], np.ndarray], replay: Replay,
                      allowance: float) -> EntryAttribution:
     rows = _entry_rows(results, suspect)
-    inputs_pass = not any(r.diverges for r in rows if r.part == "input")
+    inputs_pass = not any(r.diverges for r in rows if r.part == "input" and (r.npu or r.bench).is_tensor)  # type: ignore
     outputs = [r for r in rows if r.part == "output" and r.npu is not None and r.bench is not None
                and r.npu.is_tensor and r.bench.is_tensor and r.tensor is not None and not r.tensor.shape_mismatch]
     bench_entry = outputs[0].bench.entry if outputs else None  # type: ignore[union-attr]
@@ -244,11 +251,12 @@ def _attribute_entry(suspect: Divergence, results: list[RowResult], npu: DumpFil
         if wrong is not None:
             return EntryAttribution(suspect, reason=f"the replay's {row.bench.suffix} has shape "  # type: ignore
                                                     f"{list(np.shape(wrong))}, the bench's {list(np.shape(pair[1]))}")
-        split.append(split_output(row, *pair, *again, allowance, inputs_pass))
+        split.append(split_output(row, *pair, *again, allowance, inputs_pass, tuple(suspect.arguments)))
     if all(s.excess is None for o in split for s in o.shares()):
         return EntryAttribution(suspect, reason="its outputs have no elements finite on both sides to measure")
     attributed = EntryAttribution(suspect, outputs=split, inputs_pass=inputs_pass)
-    attributed.judged = verdict_of(*(_excess(attributed.worst(p)) for p in PARTS), inputs_pass)
+    attributed.judged = verdict_of(*(_excess(attributed.worst(p)) for p in PARTS), inputs_pass,
+                                   tuple(suspect.arguments))
     return attributed
 
 
@@ -297,7 +305,8 @@ def _load_pair(row: RowResult, npu: DumpFile, bench: DumpFile,
 
 
 def split_output(row: RowResult, target: np.ndarray, bench: np.ndarray, on_bench: np.ndarray,
-                 on_target: np.ndarray, allowance: float, inputs_pass: bool) -> OutputAttribution:
+                 on_target: np.ndarray, allowance: float, inputs_pass: bool,
+                 arguments: tuple[str, ...] = ()) -> OutputAttribution:
     """kernel = target vs replay on the target's inputs, dtype = replay on the bench's inputs vs bench,
     inherited = the two replays' difference; in the row's measures and scale."""
     on_bench, on_target = (np.reshape(r, np.shape(bench)) if np.shape(r) != np.shape(bench) else r
@@ -309,7 +318,7 @@ def split_output(row: RowResult, target: np.ndarray, bench: np.ndarray, on_bench
     dtype = _share(on_bench, bench, bench_norm, allowed)
     inherited = _share(on_target, on_bench, bench_norm, allowed)
     return OutputAttribution(row, kernel, dtype, inherited,
-                             verdict_of(kernel.excess, dtype.excess, inherited.excess, inputs_pass))
+                             verdict_of(kernel.excess, dtype.excess, inherited.excess, inputs_pass, arguments))
 
 
 def _share(a: np.ndarray, b: np.ndarray, bench_norm: float | None, allowed: float) -> ErrorShare:

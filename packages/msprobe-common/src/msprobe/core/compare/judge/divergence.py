@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from msprobe.core.compare.judge.verdict import DIFFERENT, RowResult, note_entering
+from msprobe.core.compare.judge.verdict import DIFFERENT, RowResult, note_entering, scalar_value
 from msprobe.core.naming import BACKWARD, FORWARD, parse_name
 
 OPTIMIZER_DIRS = ("torch/optim/", "mindspore/nn/optim")
@@ -56,11 +56,27 @@ class Divergence:
     stack: list[str]
     kind: str = FORWARD_KIND
     entering: list[Entering] = field(default_factory=list)  # diverging inputs no recorded call produced
+    arguments: list[str] = field(default_factory=list)  # its own non-tensor arguments that differ: ``eps 0.5 vs 1e-05``
 
     @property
     def excess(self) -> float | None:
         known = [r.excess for r in self.failing_rows if r.excess is not None]
         return max(known) if known else None
+
+    def called_with(self) -> str:
+        """``called with different arguments: eps 0.5 vs 1e-05``; '' when the two runs' calls agree. The call itself
+        is then where the runs part: the op is the origin, whatever its tensor inputs."""
+        return f"called with different arguments: {', '.join(self.arguments)}" if self.arguments else ""
+
+    def how(self) -> str:
+        """Why the entry is chosen, for the console and the reports: its differing arguments, then where the
+        divergence enters, else whether its tensor inputs pass."""
+        said = "; ".join(text for text in (self.called_with(), self.enters()) if text)
+        if said and not self.arguments:
+            return said
+        inputs = "its tensor inputs" if self.arguments else "its inputs"
+        state = f"{inputs} pass" if self.inputs_pass else f"{inputs} already diverge"
+        return f"{said}; {state}" if said else state
 
     def enters(self) -> str:
         """``enters through input.1 (a parameter: fc1.weight), 1.52 times what rounding explains``; '' when
@@ -131,6 +147,24 @@ def parameter_name(entry: str, suffix: str, construct: dict[str, str | None]) ->
     return f"{parent.api}.{name}" if parent.is_module else name
 
 
+def _is_tensor(result: RowResult) -> bool:
+    return any(row is not None and row.is_tensor for row in (result.npu, result.bench))
+
+
+def differing_arguments(rows: list[RowResult]) -> list[str]:
+    """The entry's non-tensor arguments that differ between the runs, each as :func:`argument_difference`."""
+    return [argument_difference(r) for r in rows if r.part == "input" and r.diverges and not _is_tensor(r)]
+
+
+def argument_difference(result: RowResult) -> str:
+    """``eps 0.5 vs 1e-05`` (a keyword argument by its name, a positional one by its row suffix), NPU first."""
+    side = result.npu or result.bench
+    name = side.suffix[len("input."):] if side.suffix.startswith("input.") else side.suffix  # type: ignore[union-attr]
+    name = name if not name.isdigit() else side.suffix  # type: ignore[union-attr]
+    values = [scalar_value(row.value) if row is not None else "absent" for row in (result.npu, result.bench)]
+    return f"{name} {values[0]!r} vs {values[1]!r}"
+
+
 def diverging_entries(results: list[RowResult], stacks: dict[str, list[str]],
                       construct: dict[str, str | None] | None = None) -> list[Divergence]:
     """Every entry with a diverging output row, or (forward) a diverging input no recorded call produced, in
@@ -142,13 +176,14 @@ def diverging_entries(results: list[RowResult], stacks: dict[str, list[str]],
         entry = rows[0].entry
         kind = entry_kind(entry, stacks)
         failing = [r for r in rows if r.part == "output" and r.diverges]
-        diverging_inputs = [r for r in rows if r.part == "input" and r.diverges]
+        diverging_inputs = [r for r in rows if r.part == "input" and r.diverges and _is_tensor(r)]
+        arguments = differing_arguments(rows)
         entering = [Entering(r, parameter_name(entry, (r.npu or r.bench).suffix, construct or {}))
                     for r in diverging_inputs if r.entering] if kind == FORWARD_KIND else []
         inherited = len(diverging_inputs) > len(entering)
         if failing or entering:
             found.append(Divergence(entry, position, failing, not inherited or not seen_divergence,
-                                    stack_of(entry, stacks), kind, entering))
+                                    stack_of(entry, stacks), kind, entering, arguments))
         seen_divergence = seen_divergence or bool(diverging_inputs) or bool(failing)
     return found
 

@@ -79,7 +79,7 @@ class RowResult:
         return self.verdict in FAILING
 
 
-def _scalar(value: object) -> object:
+def scalar_value(value: object) -> object:
     """The value of a non-tensor row; a dtype argument by its canonical name, since ``Float32`` (MindSpore)
     and ``torch.float32`` are one dtype (cross-framework compares)."""
     if not isinstance(value, dict):
@@ -166,7 +166,7 @@ def judge_values(result: RowResult, equal: str, different: str) -> bool:
         result.verdict = UNMATCHED
         result.messages.append("One side is a tensor and the other is not.")
         return True
-    a, b = _scalar(result.npu.value), _scalar(result.bench.value)
+    a, b = scalar_value(result.npu.value), scalar_value(result.bench.value)
     if _same_value(a, b):
         result.verdict = equal
     else:

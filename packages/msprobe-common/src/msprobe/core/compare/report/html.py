@@ -85,6 +85,7 @@ def _divergence_section(result: CompareResult) -> str:
     how = _e(found.enters()) or ("its inputs pass, so the error was made here" if found.inputs_pass
                                        else "its inputs already diverge; no entry has diverging outputs with "
                                             "passing inputs")
+    how = f"{_e(found.called_with())}; {how}" if found.arguments else how
     local = result.attribution.first_local if result.attribution is not None else None
     if local is not None and local.entry == found.entry:
         how = f"the earliest API the replays find made here — {_e(describe(local))}"

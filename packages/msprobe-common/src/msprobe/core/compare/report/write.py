@@ -59,11 +59,11 @@ def announce(result: CompareResult, paths: dict[str, Path]) -> None:
         logger.warning("first divergence: %s (the earliest API the replays find made here — %s) at %s",
                        printable(found.entry), printable(describe(local)), where(found))
     elif found is not None:
-        how = found.enters() or ("its inputs pass" if found.inputs_pass else "its inputs already diverge")
+        how = found.how()
         logger.warning("first divergence: %s (%s; %d diverging output rows, %.3g times what rounding explains) at %s",
                        printable(found.entry), printable(how), len(found.failing_rows), found.excess or 0.0,
                        where(found))
-        if result.mode == "summary" and found.inputs_pass and not found.enters():
+        if result.mode == "summary" and found.inputs_pass and not found.enters() and not found.arguments:
             logger.info("first divergence from statistics: an input may carry element deviations that its "
                         "statistics average away (an ill-conditioned op before it, such as a BatchNorm over a few "
                         "values per channel); a tensor dump of %s and its inputs tells "
