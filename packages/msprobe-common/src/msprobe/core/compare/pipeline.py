@@ -107,15 +107,15 @@ def build_results(npu: DumpFile, bench: DumpFile, options: CompareOptions) -> li
     mode = check_modes(npu, bench)
     cross = cross_framework(npu, bench, options.maps)
     results: list[RowResult] = []
-    for npu_name, bench_name in align_entries(npu_rows, bench_rows, options.fuzzy, entry_mapping(options.mapping),
-                                              cross):
+    mapping = cross.npu_to_bench(options.mapping) if cross is not None else options.mapping
+    for npu_name, bench_name in align_entries(npu_rows, bench_rows, options.fuzzy, entry_mapping(mapping), cross):
         pairs = pair_rows(npu_rows.get(npu_name, []) if npu_name else [],
-                          bench_rows.get(bench_name, []) if bench_name else [], options.mapping, cross)
+                          bench_rows.get(bench_name, []) if bench_name else [], mapping, cross)
         renamed = cross is None and npu_name is not None and bench_name is not None and npu_name != bench_name
         for index, pair in enumerate(pairs):
             notes = [note for row in (pair.npu, pair.bench) if row and (note := merge_note(row.value))]
             notes += [pair.note] if pair.note else []
-            if renamed and npu_name not in options.mapping:
+            if renamed and npu_name not in mapping:
                 notes.append("Fuzzy matching data, the comparison accuracy may be affected.")
             results.append(RowResult(pair.npu, pair.bench, mode, messages=notes, first_of_entry=index == 0))
     return results

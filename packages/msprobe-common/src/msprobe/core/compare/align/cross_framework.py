@@ -34,6 +34,11 @@ class CrossFramework:
     classes: dict[str, str] = field(default_factory=dict)  # MindSpore cell path → class, from its entries
     rows: dict[str, dict[str, list[Row]]] = field(default_factory=dict)  # side → entry → rows (backward rows)
 
+    def npu_to_bench(self, mapping: dict[str, str]) -> dict[str, str]:
+        """A ``-dm`` mapping (MindSpore name → PyTorch name, docs/cross_framework_compare.md) as the alignment
+        reads every mapping, NPU name → bench name: turned round when the MindSpore dump is the bench."""
+        return dict(mapping) if self.ms_side == "npu" else {pt: ms for ms, pt in mapping.items()}
+
     def learn_classes(self, ms_names: Sequence[str]) -> None:
         """Cell classes by path, which ``-lm`` rules are keyed by."""
         for name in ms_names:
