@@ -18,7 +18,7 @@ from msprobe.core.compare.judge.conditioning import ill_conditioned
 from msprobe.core.compare.judge.metrics import stat_of
 from msprobe.core.compare.judge.verdict import RowResult, judge_amplified, judge_excess
 from msprobe.core.compare.read import STAT_KEYS, Row
-from msprobe.core.naming import BACKWARD, parse_name
+from msprobe.core.naming import BACKWARD, FORWARD, parse_name
 
 UNITS = {
     "float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8,
@@ -155,8 +155,9 @@ def judge_entry(rows: list[RowResult], unit: float, cross_framework: bool = Fals
             judge_excess(result, produced.excess[key])
         else:
             judge_excess(result, excess(result, allowance, floor), key is not None and not produced.made(result))
-    carried = [Carried(*deviations, _scales(r, floor), _amplification(r)) for r in inputs
-               if r.excess is not None and r.excess <= 1 and (deviations := _deviations(r, floor))[1]]
+    sliced = _is_slicing(rows[0].entry)
+    carried = [Carried(*deviations, _scales(r, floor), _amplification(r), unit if sliced and r.entering else None)
+               for r in inputs if r.excess is not None and r.excess <= 1 and (deviations := _deviations(r, floor))[1]]
     for result in rows:
         if result.part == "input" or result.uninitialised:
             continue
@@ -167,6 +168,24 @@ def judge_entry(rows: list[RowResult], unit: float, cross_framework: bool = Fals
             judge_excess(result, excess(result, allowance, floor, carried))
 
 
+# APIs whose output is a part of their first input (a slice, a split): a stacked or fused parameter (all the
+# experts of a MoE layer in one [E, ...] tensor, a fused QKV) reaches the computation through one of them.
+SLICING_APIS = frozenset({"__getitem__", "select", "narrow", "split", "split_with_sizes", "tensor_split", "chunk",
+                          "unbind", "index_select"})
+
+
+def _is_slicing(entry: str) -> bool:
+    """A forward call of a :data:`SLICING_APIS` API. What a parameter (an input no recorded call produced) carries
+    into its slice is at most one unit of the slice's own rounding: the parameter's deviation is measured over all
+    of it, so an error confined to one slice moves the whole by a fraction within rounding, and carried at the
+    whole's scale it would widen the slice's allowance until the slice's own error hides (docs/compare.md)."""
+    try:
+        parsed = parse_name(entry)
+    except ValueError:
+        return False
+    return not parsed.is_module and parsed.direction == FORWARD and parsed.api.split(".")[-1] in SLICING_APIS
+
+
 @dataclass(frozen=True)
 class Carried:
     """What one passing input brings to its entry's outputs: its relative deviations and its scales."""
@@ -175,11 +194,13 @@ class Carried:
     extreme: float  # the same over all measures, its moved Max and Min included
     scales: dict[str, float]  # its scale per measure: "Norm" (tensor norm), "Max", "Min", "Mean"
     amplification: float = 1.0  # a normalisation's input: how much the op multiplies its relative deviation
+    cap: float | None = None  # at most this times the output's scale (a parameter sliced: :data:`SLICING_APIS`)
 
     def allowance(self, measure: str, out_scale: float) -> float:
         """A moved extreme is one element: it can move the output's extremes as far, not its Norm or Mean."""
         deviation = self.extreme if measure in EXTREMES else self.deviation
-        return deviation * max(self.scales.get(measure, 0.0), self.amplification * out_scale)
+        carried = deviation * max(self.scales.get(measure, 0.0), self.amplification * out_scale)
+        return carried if self.cap is None else min(carried, self.cap * out_scale)
 
 
 def _amplification(result: RowResult) -> float:
