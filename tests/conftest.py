@@ -80,7 +80,7 @@ def msprobe_log():
 def _finish_running_debugger():
     """No test leaves a PrecisionDebugger running (hooks installed) for the next one."""
     yield
-    from msprobe.core.debugger import BaseDebugger
+    from msprobe.core.lifecycle.debugger import BaseDebugger
 
     if BaseDebugger._active is not None:
         BaseDebugger._active.finish()

@@ -1,8 +1,8 @@
 """A framework made of numpy: the reference implementation of msprobe.core's contract, for the tests.
 
-:class:`NumpyTensorAdapter` implements :class:`msprobe.core.events.TensorAdapter` for ``numpy.ndarray``
-and :class:`NumpyInterceptor` implements :class:`msprobe.core.events.Interceptor` on top of
-:class:`msprobe.core.calls.CallReporter`, the way the PyTorch and MindSpore interceptors do: an API call
+:class:`NumpyTensorAdapter` implements :class:`msprobe.core.contract.TensorAdapter` for ``numpy.ndarray``
+and :class:`NumpyInterceptor` implements :class:`msprobe.core.contract.Interceptor` on top of
+:class:`msprobe.core.lifecycle.calls.CallReporter`, the way the PyTorch and MindSpore interceptors do: an API call
 is counted, named and handed to the sink before it runs and after it returns (only the outermost call is
 seen: what runs inside it is not the user's), a module forward is a span that API calls and other
 modules nest in, and a small tape replays the calls backwards to report each call's backward with the
@@ -20,13 +20,13 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from msprobe.core.calls import CallReporter, Level
+from msprobe.core.lifecycle.calls import CallReporter, Level
 from msprobe.core.config.frameworks import Capabilities, register_framework
 from msprobe.core.dump.host_stats import array_stats
-from msprobe.core.dump.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.contract import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.dump.tensor_writer import FrozenTensor
-from msprobe.core.events import Call, CallSink
-from msprobe.core.tree import tensors_in
+from msprobe.core.contract import Call, CallSink
+from msprobe.core.services.tree import tensors_in
 
 # ---------------------------------------------------------------------------------------------- adapter
 
@@ -111,7 +111,7 @@ class _Node:
 
 
 class NumpyInterceptor:
-    """:class:`msprobe.core.events.Interceptor` for code that calls :meth:`api` and :meth:`module`."""
+    """:class:`msprobe.core.contract.Interceptor` for code that calls :meth:`api` and :meth:`module`."""
 
     def __init__(self, sink: CallSink, *, level: str) -> None:
         self.level = Level(level)
@@ -218,7 +218,7 @@ register_framework(NUMPY)
 
 
 class NumpyKit:
-    """The framework kit of numpy (``msprobe.core.kit.FrameworkKit``): what a task builds from."""
+    """The framework kit of numpy (``msprobe.core.contract.FrameworkKit``): what a task builds from."""
 
     name = NUMPY.name
     capabilities = NUMPY

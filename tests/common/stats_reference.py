@@ -10,7 +10,7 @@ import pytest
 
 def reference(array: np.ndarray) -> dict[str, float | None]:
     """Max, Min, Mean, Norm and the finite extremes (where Max or Min is not finite) of ``array``'s
-    values, in float64, keyed as :class:`~msprobe.core.dump.records.TensorStats` names them."""
+    values, in float64, keyed as :class:`~msprobe.core.contract.TensorStats` names them."""
     values = array.astype(np.float64).ravel()
     finite = values[np.isfinite(values)]
     high, low = float(values.max()), float(values.min())

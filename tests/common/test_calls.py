@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from msprobe.core.calls import CallReporter, Level
+from msprobe.core.lifecycle.calls import CallReporter, Level
 
 
 class _Sink:

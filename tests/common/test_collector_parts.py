@@ -15,10 +15,10 @@ from msprobe.core.dump.collector import CallState, DumpCollector, ModuleSpans, P
 from msprobe.core.dump.encode import EntryEncoder
 from msprobe.core.dump.host_stats import array_stats
 from msprobe.core.dump.json_files import read_json, step_dir
-from msprobe.core.dump.records import TensorStats
-from msprobe.core.events import Call
-from msprobe.core.overflow import OverflowCollector
-from msprobe.core.select import Selector
+from msprobe.core.contract import TensorStats
+from msprobe.core.contract import Call
+from msprobe.core.dump.overflow import OverflowCollector
+from msprobe.core.lifecycle.select import Selector
 
 sys.path.insert(0, str(Path(__file__).parent))  # the numpy "framework" next to this file (importlib mode)
 from numpy_adapter import NumpyTensorAdapter  # noqa: E402

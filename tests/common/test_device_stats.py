@@ -13,7 +13,7 @@ import numpy as np
 from msprobe.core.dump.device_stats import STAT_COUNT, DeviceCopy, StatsAdapterBase, StatsHandle
 from msprobe.core.dump.encode import EntryEncoder
 from msprobe.core.dump.host_stats import HostCopy, host_stats
-from msprobe.core.dump.records import NOT_HANDLED, TensorRecord
+from msprobe.core.contract import NOT_HANDLED, TensorRecord
 
 sys.path.insert(0, str(Path(__file__).parent))  # the shared reference next to this file (importlib mode)
 from stats_reference import reference  # noqa: E402

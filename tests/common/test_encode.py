@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from msprobe.core.dump.encode import encode_value, render
-from msprobe.core.dump.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.contract import NOT_HANDLED, TensorRecord, TensorStats
 
 REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs")
 

@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from msprobe.core.fileio import (
+from msprobe.core.services.fileio import (
     DumpWriteError,
     UnsafePathError,
     append_csv_rows,

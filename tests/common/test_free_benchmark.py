@@ -15,8 +15,8 @@ from contextlib import nullcontext
 import numpy as np
 import pytest
 
-from msprobe.core.events import Call
-from msprobe.core.fileio import append_csv_rows
+from msprobe.core.contract import Call
+from msprobe.core.services.fileio import append_csv_rows
 from msprobe.core.free_benchmark import (
     CSV_COLUMNS,
     FrameworkBenchmarkOps,
@@ -28,7 +28,7 @@ from msprobe.core.free_benchmark import (
     read_rows,
 )
 from msprobe.core.free_benchmark.compare import SMALL_FRACTION
-from msprobe.core.select import Selector
+from msprobe.core.lifecycle.select import Selector
 
 
 def _reference(a, b):

@@ -1,4 +1,4 @@
-"""The one undo handle (``msprobe.core.handles``): idempotent remove, context manager, groups undone
+"""The one undo handle (``msprobe.core.services.handles``): idempotent remove, context manager, groups undone
 last-first, all-or-nothing installs, and attribute patches restored exactly."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from msprobe.core.handles import Handle, HandleGroup, patch_attribute, patch_attributes
+from msprobe.core.services.handles import Handle, HandleGroup, patch_attribute, patch_attributes
 
 
 class _Undo:

@@ -8,7 +8,7 @@ import weakref
 
 import pytest
 
-from msprobe.core.heap import FrozenHeap
+from msprobe.core.services.heap import FrozenHeap
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from msprobe.core.dump.host_stats import BATCHED_MAX_ELEMENTS, HostCopy, array_stats, host_stats, resolve_copies
-from msprobe.core.dump.records import TensorStats
+from msprobe.core.contract import TensorStats
 
 FIELDS = ("max", "min", "mean", "norm", "max_except_inf_nan", "min_except_inf_nan")
 

@@ -135,7 +135,7 @@ def test_the_walk_finds_the_modules_of_every_layer():
     """The walk is what the test relies on: packages, plain modules and nested ones, in every package."""
     common = modules_of("msprobe-common")
     assert {"msprobe.core", "msprobe.core.config", "msprobe.core.config.load", "msprobe.core.tasks.registry",
-            "msprobe.core.kit"} <= set(common)
+            "msprobe.core.contract"} <= set(common)
     assert "msprobe.core.__main__" not in common
     assert "msprobe.pytorch.debugger" in modules_of("msprobe-pytorch")
     assert "msprobe.mindspore.debugger" in modules_of("msprobe-mindspore")

@@ -15,7 +15,7 @@ def _run(code: str) -> subprocess.CompletedProcess:
 def test_import_adds_only_a_null_handler_and_prints_nothing():
     result = _run("""
         import logging
-        from msprobe.core.log import logger, set_rank
+        from msprobe.core.services.log import logger, set_rank
         assert [type(h).__name__ for h in logger.handlers] == ["NullHandler"], logger.handlers
         assert logger.propagate and not logging.getLogger().handlers
         logger.warning("quiet")
@@ -26,7 +26,7 @@ def test_import_adds_only_a_null_handler_and_prints_nothing():
 
 def test_console_format_when_the_application_configured_nothing():
     result = _run("""
-        from msprobe.core.log import logger, set_rank, use_console
+        from msprobe.core.services.log import logger, set_rank, use_console
         use_console(); use_console()
         set_rank(3)
         logger.info("hello")
@@ -40,7 +40,7 @@ def test_an_application_with_handlers_gets_our_records_its_own_way():
     result = _run("""
         import logging
         logging.basicConfig(format="APP %(name)s%(rank_tag)s %(message)s")
-        from msprobe.core.log import logger, set_rank, use_console
+        from msprobe.core.services.log import logger, set_rank, use_console
         use_console()
         set_rank(1)
         logger.warning("hello")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from msprobe.core import naming
-from msprobe.core.naming import (
+from msprobe.core.lifecycle import naming
+from msprobe.core.lifecycle.naming import (
     BACKWARD,
     FORWARD,
     CallCounter,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from msprobe.core.online import wire
-from msprobe.core.online.transport import DirLink, DirWatcher, TcpLink, TcpServer, TransportError, tls_context
+from msprobe.core.online.tcp import DirLink, DirWatcher, TcpLink, TcpServer, TransportError, tls_context
 from msprobe.core.online.wire import HEADER, Kind, Limits, Message, WireTensor
 
 if str(Path(__file__).parent) not in sys.path:

@@ -12,8 +12,8 @@ import pytest
 
 from msprobe.core.dump.host_stats import array_stats
 from msprobe.core.dump.json_files import read_json, step_dir
-from msprobe.core.events import Call
-from msprobe.core.overflow import (
+from msprobe.core.contract import Call
+from msprobe.core.dump.overflow import (
     INHERITED,
     ORIGIN,
     OVERFLOW_FILE,
@@ -22,8 +22,8 @@ from msprobe.core.overflow import (
     classify,
     shows_overflow,
 )
-from msprobe.core.select import Selector
-from msprobe.core.tree import map_tensors, tensors_in
+from msprobe.core.lifecycle.select import Selector
+from msprobe.core.services.tree import map_tensors, tensors_in
 
 sys.path.insert(0, str(Path(__file__).parent))  # the numpy "framework" next to this file (importlib mode)
 from numpy_adapter import NumpyTensorAdapter  # noqa: E402

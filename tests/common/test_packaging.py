@@ -80,7 +80,7 @@ CORE = PACKAGES / "msprobe-common" / "src" / "msprobe" / "core"
 # the lifecycle and the configuration: they find a task through the registry and never name one
 LIFECYCLE = ("session.py", "debugger.py", "calls.py", "events.py", "kit.py",
              *sorted(f"config/{path.name}" for path in (CORE / "config").glob("*.py")))
-TASK_MODULES = ("msprobe.core.dump.collector", "msprobe.core.overflow", "msprobe.core.free_benchmark",
+TASK_MODULES = ("msprobe.core.dump.collector", "msprobe.core.dump.overflow", "msprobe.core.free_benchmark",
                 "msprobe.core.grad_probe", "msprobe.core.tasks")
 REGISTRY = "msprobe.core.tasks.registry"
 BUILTIN = "msprobe.core.tasks.builtin"  # registers the built-in tasks: the debugger's to call, not config's
@@ -123,7 +123,7 @@ def test_the_registry_imports_nothing_of_msprobe_at_run_time():
     """The configuration imports the registry and the task modules import the configuration: the
     registry must stay a leaf, or the first module imported of that circle fails."""
     code = ("import sys, msprobe.core.tasks.registry\n"
-            "print(sorted(m for m in sys.modules if m.startswith('msprobe.core.') and m != 'msprobe.core.lazy'))")
+            "print(sorted(m for m in sys.modules if m.startswith('msprobe.core.') and m != 'msprobe.core.services.lazy'))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["['msprobe.core.tasks',", "'msprobe.core.tasks.registry']"]

@@ -1,8 +1,8 @@
 """The whole core pipeline driven by a framework made of numpy (``numpy_adapter.py``), no torch, no mindspore.
 
 config.json → :func:`~msprobe.core.config.load_debugger_config` → the task's build (from
-:mod:`msprobe.core.tasks`, with the numpy kit) → :class:`~msprobe.core.session.Session` with the numpy
-interceptor and tensor adapter → calls through :class:`~msprobe.core.calls.CallReporter` as an interceptor
+:mod:`msprobe.core.tasks`, with the numpy kit) → :class:`~msprobe.core.lifecycle.session.Session` with the numpy
+interceptor and tensor adapter → calls through :class:`~msprobe.core.lifecycle.calls.CallReporter` as an interceptor
 makes them → :class:`~msprobe.core.dump.json_files.StepWriter` → dump.json, stack.json, construct.json and tensor
 files on disk → compare of two such dumps. Every number written is checked against float64 numpy.
 """
@@ -26,10 +26,10 @@ from msprobe.core.compare.api import compare_api
 from msprobe.core.compare.read.rows import flatten_entry
 from msprobe.core.compare.read.tensorfile import TensorSpec, load_npy
 from msprobe.core.config import load_debugger_config
-from msprobe.core.debugger import BaseDebugger
+from msprobe.core.lifecycle.debugger import BaseDebugger
 from msprobe.core.dump.json_files import read_json, step_dir
-from msprobe.core.naming import tensor_file_name
-from msprobe.core.session import Session
+from msprobe.core.lifecycle.naming import tensor_file_name
+from msprobe.core.lifecycle.session import Session
 from msprobe.core.tasks.registry import task_named
 
 if str(Path(__file__).parent) not in sys.path:  # the numpy "framework" next to this file (importlib mode)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from msprobe.core.select import Selector
+from msprobe.core.lifecycle.select import Selector
 
 REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs") + "/mindspore"
 

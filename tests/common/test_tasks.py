@@ -57,7 +57,7 @@ def test_a_debugger_sees_every_task_and_names_them_all_for_an_unknown_one(tmp_pa
     """The debugger registers the built-in tasks itself: its ConfigError lists every one of them."""
     result = run_fresh(f"""
         from msprobe.core.config import ConfigError
-        from msprobe.core.debugger import BaseDebugger
+        from msprobe.core.lifecycle.debugger import BaseDebugger
         from numpy_adapter import NumpyKit
 
         class NumpyDebugger(BaseDebugger):

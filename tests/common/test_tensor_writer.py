@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from msprobe.core.dump.tensor_writer import QUEUE_MB, TensorWriter
-from msprobe.core.fileio import DumpWriteError
-from msprobe.core.settings import SettingError
+from msprobe.core.services.fileio import DumpWriteError
+from msprobe.core.services.settings import SettingError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from numpy_adapter import NumpyTensorAdapter  # noqa: E402

@@ -16,8 +16,8 @@ import pytest
 
 from msprobe.core.dump import json_files
 from msprobe.core.dump.json_files import StepWriter, read_json, step_dir, write_json_atomic
-from msprobe.core.fileio import DumpWriteError, UnsafePathError
-from msprobe.core.layout import DumpPathBusy
+from msprobe.core.services.fileio import DumpWriteError, UnsafePathError
+from msprobe.core.lifecycle.layout import DumpPathBusy
 
 REFERENCE = str(Path(__file__).resolve().parents[1] / "data" / "reference-outputs") + "/pytorch"
 

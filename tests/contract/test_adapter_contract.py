@@ -1,4 +1,4 @@
-"""The ``TensorAdapter`` contract (``msprobe.core.events``), stated once for every framework's adapter
+"""The ``TensorAdapter`` contract (``msprobe.core.contract``), stated once for every framework's adapter
 (``side`` in conftest.py): statistics of every dtype against float64 numpy on the host path and on the
 accelerator path, a mixed batch fetched in order, checksums against zlib, snapshots, tensor files,
 descriptions and encodings."""
@@ -11,7 +11,7 @@ import zlib
 import numpy as np
 import pytest
 
-from msprobe.core.dump.records import NOT_HANDLED
+from msprobe.core.contract import NOT_HANDLED
 from msprobe.core.dump.tensor_writer import TensorWriter
 
 RNG = np.random.default_rng(7)

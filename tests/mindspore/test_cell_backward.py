@@ -16,7 +16,7 @@ import pytest
 ms = pytest.importorskip("mindspore")
 from mindspore import Tensor, nn, ops  # noqa: E402
 
-from msprobe.core.naming import backward_name  # noqa: E402
+from msprobe.core.lifecycle.naming import backward_name  # noqa: E402
 from msprobe.mindspore import PrecisionDebugger  # noqa: E402
 from msprobe.mindspore.hooks import Interceptor  # noqa: E402
 

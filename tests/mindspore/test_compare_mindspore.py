@@ -16,7 +16,7 @@ import pytest
 from mindspore import Tensor, nn, ops
 
 from msprobe.core import cli
-from msprobe.core.debugger import BaseDebugger
+from msprobe.core.lifecycle.debugger import BaseDebugger
 from msprobe.mindspore import PrecisionDebugger
 from msprobe.mindspore.compare import compare
 

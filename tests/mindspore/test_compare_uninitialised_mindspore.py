@@ -14,7 +14,7 @@ ms = pytest.importorskip("mindspore")
 from mindspore import Tensor, mint  # noqa: E402
 from mindspore import nn as mnn  # noqa: E402
 
-from msprobe.core.debugger import BaseDebugger  # noqa: E402
+from msprobe.core.lifecycle.debugger import BaseDebugger  # noqa: E402
 from msprobe.mindspore.compare import compare  # noqa: E402
 
 X = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)

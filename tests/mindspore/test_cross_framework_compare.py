@@ -27,7 +27,7 @@ from mindspore import nn as mnn
 from torch import nn as tnn
 
 from msprobe.core import cli
-from msprobe.core.debugger import BaseDebugger
+from msprobe.core.lifecycle.debugger import BaseDebugger
 from msprobe.mindspore.compare import compare
 
 # ---------------------------------------------------------------- the CNN, in PyTorch and as ported

@@ -17,7 +17,7 @@ from mindspore import Tensor, mint, ops  # noqa: E402
 from mindspore import nn as mnn  # noqa: E402
 from torch import nn as tnn  # noqa: E402
 
-from msprobe.core.debugger import BaseDebugger  # noqa: E402
+from msprobe.core.lifecycle.debugger import BaseDebugger  # noqa: E402
 from msprobe.mindspore.compare import compare  # noqa: E402
 
 pytestmark = pytest.mark.frameworks("mindspore", "pytorch")

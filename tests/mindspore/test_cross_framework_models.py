@@ -30,7 +30,7 @@ from mindspore import Tensor, ops
 from mindspore import nn as mnn
 from torch import nn as tnn
 
-from msprobe.core.debugger import BaseDebugger
+from msprobe.core.lifecycle.debugger import BaseDebugger
 from msprobe.mindspore.compare import compare
 
 # ---------------------------------------------------------------- a small transformer with LayerNorm

@@ -148,7 +148,7 @@ def test_backward_stage_leaves_training_bit_identical(tmp_path, mode):
 def test_jit_functions_are_never_rerun():
     """A jit function may update Parameters (an optimizer's construct): free benchmark must not run it
     twice, so its Call carries no rerun."""
-    from msprobe.core.events import Call as _Call
+    from msprobe.core.contract import Call as _Call
     from msprobe.mindspore.hooks import Interceptor
 
     class Sink:

@@ -13,8 +13,8 @@ import pytest
 ms = pytest.importorskip("mindspore")
 from mindspore import Tensor, mint, nn, ops  # noqa: E402
 
-from msprobe.core.events import Call  # noqa: E402
-from msprobe.core.naming import backward_name  # noqa: E402
+from msprobe.core.contract import Call  # noqa: E402
+from msprobe.core.lifecycle.naming import backward_name  # noqa: E402
 from msprobe.mindspore.adapter import MindSporeTensorAdapter  # noqa: E402
 from msprobe.mindspore.hooks import Interceptor  # noqa: E402
 

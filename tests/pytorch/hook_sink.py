@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 
-from msprobe.core.events import Call
-from msprobe.core.naming import backward_name
+from msprobe.core.contract import Call
+from msprobe.core.lifecycle.naming import backward_name
 
 
 class RecordingSink:

@@ -14,7 +14,7 @@ from torch_models import ConvBN, train
 
 import msprobe.core
 import msprobe.pytorch
-from msprobe.core.naming import parse_name
+from msprobe.core.lifecycle.naming import parse_name
 from msprobe.pytorch import PrecisionDebugger
 
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from msprobe.core.naming import parse_name
+from msprobe.core.lifecycle.naming import parse_name
 
 ROOT = Path(__file__).resolve().parents[2]
 

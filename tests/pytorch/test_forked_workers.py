@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from msprobe.core.debugger import BaseDebugger
+from msprobe.core.lifecycle.debugger import BaseDebugger
 from msprobe.pytorch import PrecisionDebugger
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="fork only")

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch_models import train_steps
 
-from msprobe.core.debugger import BaseDebugger
+from msprobe.core.lifecycle.debugger import BaseDebugger
 from msprobe.pytorch import PrecisionDebugger
 
 

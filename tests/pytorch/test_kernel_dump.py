@@ -15,7 +15,7 @@ from torch_models import ConvBN, train
 
 from msprobe.core.config import load_debugger_config
 from msprobe.core.config.errors import ConfigError
-from msprobe.core.naming import parse_name
+from msprobe.core.lifecycle.naming import parse_name
 from msprobe.pytorch import PrecisionDebugger
 from msprobe.pytorch.compare import compare
 from msprobe.pytorch.kernel_dump import DUMPED, UNSUPPORTED, KernelDumpBackend, kernel_dump

@@ -24,7 +24,7 @@ import torch
 
 from msprobe.core.config import ConfigError
 from msprobe.core.online import wire
-from msprobe.core.online.transport import tls_context
+from msprobe.core.online.tcp import tls_context
 from msprobe.pytorch import PrecisionDebugger
 from msprobe.pytorch.online.receive import receive_if_online
 from msprobe.pytorch.online.tensors import from_wire, wire_tensor
@@ -231,7 +231,7 @@ def test_shared_directory_end_to_end(tmp_path, monkeypatch, msprobe_log):
 _BARE_RECEIVER = """
 import sys, time
 from msprobe.core.online.receiver import Intake
-from msprobe.core.online.transport import TcpServer
+from msprobe.core.online.tcp import TcpServer
 from msprobe.core.online.wire import Limits
 server = TcpServer("127.0.0.1", int(sys.argv[1]), None, Limits(), Intake([0], lambda *record: None))
 print("ready", flush=True)

@@ -29,7 +29,7 @@ from msprobe.core import cli
 from msprobe.core.engine import ACCELERATORS, VISIBILITY, Accelerators, EngineChoice, EngineError
 from msprobe.core.engine.ray_engine import device_name
 from msprobe.core.online.receiver import Intake, Receiver, ReplayPool
-from msprobe.core.online.transport import DirWatcher
+from msprobe.core.online.tcp import DirWatcher
 from msprobe.core.online.wire import Limits
 from msprobe.core.run_ut.parallel import offered, run_parts
 from msprobe.core.run_ut.replay_common import rows_to_check

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.debugger import BaseDebugger
+from msprobe.core.lifecycle.debugger import BaseDebugger
 
 Sample = tuple[float, float]  # (wall seconds, CPU seconds) of one step
 ModeSpec = dict | Callable[[Path], Any] | None  # config keys, a stand-in's factory (PlainFiles), or bare

@@ -46,7 +46,7 @@ from online_tls import make_tls  # noqa: E402
 RECEIVER = """
 import json, sys, threading
 from msprobe.core.online.receiver import Intake
-from msprobe.core.online.transport import DirWatcher, TcpServer, tls_context
+from msprobe.core.online.tcp import DirWatcher, TcpServer, tls_context
 from msprobe.core.online.wire import Limits
 mode, where, tls = sys.argv[1], sys.argv[2], sys.argv[3]
 counted = []
@@ -138,7 +138,7 @@ def transport_capacity(mode: str, count: int, scratch: Path, tls: dict[str, Path
     """Records/s of the transport alone: ``count`` ready messages (a 512-float tensor each) from a link to
     the receiver process, with no training next to the sending thread."""
     from msprobe.core.online import wire
-    from msprobe.core.online.transport import DirLink, TcpLink, tls_context
+    from msprobe.core.online.tcp import DirLink, TcpLink, tls_context
 
     where = str(scratch / f"capacity-{mode}") if mode == "nfs" else str(free_port())
     receiver = subprocess.Popen([sys.executable, "-c", RECEIVER, mode, where,

@@ -107,7 +107,7 @@ def mindspore_setup() -> tuple[Any, Callable[[Any], None], Any, Any]:
 
 def count_forward_calls(model: Any, train_step: Callable[[Any], None], debugger_cls: Any, batch: Any) -> int:
     """Forward entries one step of statistics L1 writes: the calls the per-call cost is divided by."""
-    from msprobe.core.debugger import BaseDebugger
+    from msprobe.core.lifecycle.debugger import BaseDebugger
 
     scratch = Path(tempfile.mkdtemp(prefix="msprobe-percall-"))
     try:

@@ -99,7 +99,7 @@ def online_records(root: Path, steps: int) -> list[tuple[int, int, bytes, bytes 
     import torch
 
     from msprobe.core.online.receiver import Intake
-    from msprobe.core.online.transport import DirWatcher
+    from msprobe.core.online.tcp import DirWatcher
     from msprobe.core.online.wire import Limits
     from msprobe.pytorch import PrecisionDebugger
 
@@ -213,7 +213,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
-    from msprobe.core.log import logger
+    from msprobe.core.services.log import logger
 
     logger.setLevel("WARNING")
     figures = []

@@ -18,7 +18,7 @@ from msprobe.core import cli
 from msprobe.core.compare import CompareError
 from msprobe.core.compare.read.tensorfile import TensorFileError, TensorSpec, load_npy
 from msprobe.core.config import ConfigError, load_config
-from msprobe.core.jsonfile import JsonFileError, load_json_file
+from msprobe.core.services.jsonfile import JsonFileError, load_json_file
 
 needs_compare_command = pytest.mark.frameworks("pytorch")  # the compare command comes with a framework
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from msprobe.core import cli
-from msprobe.core.debugger import BaseDebugger
+from msprobe.core.lifecycle.debugger import BaseDebugger
 
 pytestmark = pytest.mark.frameworks("pytorch", "mindspore")
 torch = pytest.importorskip("torch")

@@ -5,7 +5,7 @@ command live here once and are shared by ``msprobe.pytorch`` and ``msprobe.minds
 must never import torch or mindspore (a test checks it in a fresh interpreter).
 """
 
-from msprobe.core.lazy import lazy_exports
+from msprobe.core.services.lazy import lazy_exports
 
 __all__ = ["GradComparator"]
 __getattr__, __dir__ = lazy_exports(__name__, {"GradComparator": "msprobe.core.grad_probe"})

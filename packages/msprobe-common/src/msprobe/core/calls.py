@@ -15,8 +15,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from msprobe.core.events import Call, CallSink
-from msprobe.core.naming import FORWARD, CallCounter, api_name, module_name
+from msprobe.core.contract import Call, CallSink
+from msprobe.core.lifecycle.naming import FORWARD, CallCounter, api_name, module_name
 
 MODULE_LEVELS = ("L0", "mix")  # the levels that collect modules/cells (construct.json has their nesting)
 API_LEVELS = ("L1", "mix")
@@ -93,7 +93,7 @@ class CallReporter:
 
     def end(self, started: Started, output: Any) -> Any:
         """The call returned ``output``; what the user gets: ``output`` or the sink's replacement. The
-        call's arguments are let go (:meth:`~msprobe.core.events.Call.release_arguments`)."""
+        call's arguments are let go (:meth:`~msprobe.core.contract.Call.release_arguments`)."""
         replacement = self._to_sink(self.sink.forward_end, started.call, output)
         started.call.release_arguments()
         return output if replacement is None else replacement

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
-from msprobe.core.log import use_console
-from msprobe.core.plugin import framework_named, installed_frameworks
+from msprobe.core.services.log import use_console
+from msprobe.core.services.plugin import framework_named, installed_frameworks
 from msprobe.core.tasks.builtin import load_builtin_tasks
 
 FRAMEWORKS = {"pytorch": "msprobe-pytorch", "mindspore": "msprobe-mindspore"}

@@ -2,7 +2,7 @@
 
 The debugger registers the built-in tasks, loads the configuration, looks its task up in the registry
 (:mod:`msprobe.core.tasks.registry`) and builds what the task runs from the framework's kit
-(:mod:`msprobe.core.kit`); it never names a task. The rules — validate everything before training, one
+(:mod:`msprobe.core.contract`); it never names a task. The rules — validate everything before training, one
 run per rank directory of a dump_path (a second job gets a ConfigError naming the process that holds
 it), a second debugger with another configuration takes over, the same configuration again returns the
 running one — are written once, here.
@@ -15,16 +15,16 @@ from collections.abc import Callable
 from typing import Any
 
 from msprobe.core.config import ConfigError, DebuggerConfig, Problem, load_debugger_config
-from msprobe.core.fileio import UnsafePathError
-from msprobe.core.kit import FrameworkKit, Runner
-from msprobe.core.layout import DumpPathBusy, DumpPathHold, hold_dump_path, launcher_rank, rank_dir_name
-from msprobe.core.log import logger, use_console
+from msprobe.core.services.fileio import UnsafePathError
+from msprobe.core.contract import FrameworkKit, Runner
+from msprobe.core.lifecycle.layout import DumpPathBusy, DumpPathHold, hold_dump_path, launcher_rank, rank_dir_name
+from msprobe.core.services.log import logger, use_console
 from msprobe.core.tasks.builtin import load_builtin_tasks
 from msprobe.core.tasks.registry import task_named
 
 
 def hold_for(config: DebuggerConfig, rank_lookup: Callable[[], int | None] | None) -> DumpPathHold:
-    """The run's hold on its dump_path (one run per rank directory, :mod:`msprobe.core.layout`); a
+    """The run's hold on its dump_path (one run per rank directory, :mod:`msprobe.core.lifecycle.layout`); a
     ConfigError naming the holder's pid when another process writes there, before training starts."""
     rank = rank_lookup() if rank_lookup is not None else None
     rank = launcher_rank() if rank is None else rank
@@ -44,7 +44,7 @@ def hold_for(config: DebuggerConfig, rank_lookup: Callable[[], int | None] | Non
 
 
 class BaseDebugger:
-    """A framework subclass sets ``kit_class`` (its :class:`~msprobe.core.kit.FrameworkKit`) and adds
+    """A framework subclass sets ``kit_class`` (its :class:`~msprobe.core.contract.FrameworkKit`) and adds
     what only its users call (``monitor``)."""
 
     kit_class: Callable[[], FrameworkKit]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
-from msprobe.core.dump.records import TensorRecord, TensorStats
+from msprobe.core.contract import TensorRecord, TensorStats
 
 
 @dataclass
@@ -20,7 +20,7 @@ class Call:
     """One outermost API call or one module/cell forward, as the interceptor saw it.
 
     ``name`` is the full forward entry name (``Torch.add.0.forward``, ``Module.fc.Linear.forward.0``)
-    built with :mod:`msprobe.core.naming`. ``args``/``kwargs`` are the real call arguments, handed to the
+    built with :mod:`msprobe.core.lifecycle.naming`. ``args``/``kwargs`` are the real call arguments, handed to the
     sink *before* the call runs, so an in-place API's inputs can be recorded as they were; they are let
     go when the call returns (:meth:`release_arguments`), so a sink's ``backward`` finds them empty.
 
@@ -83,7 +83,7 @@ class CallSink(Protocol):
 class StepCollector(CallSink, Protocol):
     """A sink the session drives step by step (dump, overflow check, free benchmark)."""
 
-    selector: Any  # msprobe.core.select.Selector: step and rank decide when the session starts it
+    selector: Any  # msprobe.core.lifecycle.select.Selector: step and rank decide when the session starts it
 
     @property
     def exhausted(self) -> bool:
@@ -108,7 +108,7 @@ class TensorAdapter(Protocol):
 
     def stats(self, tensor: Any) -> Any:
         """Launch the statistics of ``tensor`` on its device and return a handle; must not sync. The
-        handle is the :class:`~msprobe.core.dump.records.TensorStats` themselves when they are known at
+        handle is the :class:`~msprobe.core.contract.TensorStats` themselves when they are known at
         once, else a pending handle whose ``stats`` is ``None`` until :meth:`fetch` resolves it."""
 
     def capture(self, tensor: Any, remember: bool = False) -> tuple[TensorRecord, Any]:

@@ -3,8 +3,8 @@
 A task builds what the debugger runs from the validated configuration and the kit of the framework
 it runs on; it never imports a framework. The framework packages define their kit
 (``msprobe.pytorch.kit.TorchKit``, ``msprobe.mindspore.kit.MindSporeKit``), hand it to the shared
-:class:`~msprobe.core.debugger.BaseDebugger` as ``kit_class``, and publish it under the
-``msprobe.frameworks`` entry point (:mod:`msprobe.core.plugin`).
+:class:`~msprobe.core.lifecycle.debugger.BaseDebugger` as ``kit_class``, and publish it under the
+``msprobe.frameworks`` entry point (:mod:`msprobe.core.services.plugin`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from msprobe.core.config.frameworks import Capabilities, register_framework
 from msprobe.core.config.model import DebuggerConfig
-from msprobe.core.events import CallSink, Interceptor, TensorAdapter
+from msprobe.core.contract import CallSink, Interceptor, TensorAdapter
 
 
 class Runner(Protocol):

@@ -18,8 +18,8 @@ import socket
 import time
 from pathlib import Path
 
-from msprobe.core.fileio import FILE_MODE, UnsafePathError, check_writable_path, make_dir
-from msprobe.core.log import logger
+from msprobe.core.services.fileio import FILE_MODE, UnsafePathError, check_writable_path, make_dir
+from msprobe.core.services.log import logger
 
 try:
     import fcntl

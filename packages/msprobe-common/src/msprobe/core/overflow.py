@@ -19,12 +19,12 @@ from typing import Any
 
 from msprobe.core.dump.collector import CallState, Parts
 from msprobe.core.dump.json_files import write_json_atomic
-from msprobe.core.dump.records import TensorStats
-from msprobe.core.events import Call, TensorAdapter
-from msprobe.core.log import logger
-from msprobe.core.naming import backward_name
-from msprobe.core.select import Selector
-from msprobe.core.tree import map_tensors, tensors_in
+from msprobe.core.contract import TensorStats
+from msprobe.core.contract import Call, TensorAdapter
+from msprobe.core.services.log import logger
+from msprobe.core.lifecycle.naming import backward_name
+from msprobe.core.lifecycle.select import Selector
+from msprobe.core.services.tree import map_tensors, tensors_in
 
 ORIGIN, INHERITED = "origin", "inherited"
 OVERFLOW_FILE = "overflow.json"

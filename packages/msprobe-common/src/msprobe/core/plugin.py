@@ -1,7 +1,7 @@
 """What a framework package publishes, and how msprobe finds it: the ``msprobe.frameworks`` entry point.
 
 Each framework package registers one :class:`Framework` under its name (``pytorch``, ``mindspore``):
-its ``msprobe -f <name>`` commands, and where its :class:`~msprobe.core.kit.FrameworkKit` lives. The
+its ``msprobe -f <name>`` commands, and where its :class:`~msprobe.core.contract.FrameworkKit` lives. The
 commands are light to import (``msprobe --help`` loads them); the kit imports the framework itself, so
 it is named here and imported only when asked for.
 """

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from msprobe.core.naming import BACKWARD, DIRECTIONS, FORWARD, EntryName, parse_name
+from msprobe.core.lifecycle.naming import BACKWARD, DIRECTIONS, FORWARD, EntryName, parse_name
 
 DATA_MODES = ("all", "forward", "backward", "input", "output")
 PARTS = ("input", "output")

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.calls import MODULE_LEVELS
+from msprobe.core.lifecycle.calls import MODULE_LEVELS
 from msprobe.core.config import DebuggerConfig
-from msprobe.core.events import Call, CallSink, Interceptor, StepCollector, UserComputationError
-from msprobe.core.fileio import UnsafePathError
-from msprobe.core.heap import FrozenHeap
-from msprobe.core.log import logger, set_rank
+from msprobe.core.contract import Call, CallSink, Interceptor, StepCollector, UserComputationError
+from msprobe.core.services.fileio import UnsafePathError
+from msprobe.core.services.heap import FrozenHeap
+from msprobe.core.services.log import logger, set_rank
 
 # What writing a dump can raise: the operating system's errors (a full disk, a read-only or removed
 # directory, a rank directory another run holds) and our refusal of a symlink planted where we write.
@@ -40,7 +40,7 @@ class FailSafeSink:
     - any other error while recording one call (a tensor msprobe cannot read, a framework state it did
       not expect) is logged once, with its traceback; that call is left out and the rest of the step is
       recorded — except the user's own error that an asynchronous framework raised at msprobe's read
-      (:class:`~msprobe.core.events.UserComputationError`), which the user's call raises as it is.
+      (:class:`~msprobe.core.contract.UserComputationError`), which the user's call raises as it is.
 
     An error at a step's begin or end (``run``) stops dumping as a write error does, since the step's
     files cannot be completed.
@@ -177,13 +177,13 @@ class Session:
         self.started = False
         self.finished = False
         self._step_open = False
-        self._heap = FrozenHeap()  # full collections walk only what capture allocates (msprobe.core.heap)
+        self._heap = FrozenHeap()  # full collections walk only what capture allocates (msprobe.core.services.heap)
         _sessions.add(self)
 
     @classmethod
     def with_kit(cls, config: DebuggerConfig, collector: StepCollector, kit: Any, on_finish: Callable[[], None],
                  *, level: str | None = None, prepare_model: Callable[[Any], None] | None = None) -> Session:
-        """A session on a framework kit (``msprobe.core.kit``): its interceptor at ``level`` (default: the
+        """A session on a framework kit (``msprobe.core.contract``): its interceptor at ``level`` (default: the
         configured one) and its rank lookup."""
         level = config.level if level is None else level
         return cls(config, collector, lambda sink: kit.interceptor(sink, level), kit.current_rank, on_finish,

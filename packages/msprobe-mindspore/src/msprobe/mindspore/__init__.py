@@ -6,7 +6,7 @@ just to print its help or compare dumps.
 
 from __future__ import annotations
 
-from msprobe.core.lazy import lazy_exports
+from msprobe.core.services.lazy import lazy_exports
 
 # Eager, and light (no mindspore import): the function must own the name `compare`, not the submodule of
 # the same name, whichever of the two is imported first.

@@ -1,4 +1,4 @@
-"""MindSpore tensors for the framework-free collector (``msprobe.core.events.TensorAdapter``).
+"""MindSpore tensors for the framework-free collector (``msprobe.core.contract.TensorAdapter``).
 
 On an accelerator statistics are MindSpore ops that stay on the device until :meth:`fetch` brings every
 pending handle to the host in one transfer; on the CPU numpy computes them from host memory, read in
@@ -20,7 +20,7 @@ import mindspore
 from mindspore import ops
 from msprobe.core.dump.device_stats import STAT_COUNT, DeviceCopy, StatsAdapterBase, StatsHandle
 from msprobe.core.dump.host_stats import EXACT_FLOAT32_BOUNDS, crc32_hex
-from msprobe.core.dump.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.contract import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.dump.tensor_writer import FrozenTensor
 from msprobe.mindspore import reads
 

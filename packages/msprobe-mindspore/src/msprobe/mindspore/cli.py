@@ -9,7 +9,7 @@ from __future__ import annotations
 from msprobe.core.cli import Command
 from msprobe.core.compare.command import compare_command
 from msprobe.core.graph.command import graph_command
-from msprobe.core.plugin import Framework
+from msprobe.core.services.plugin import Framework
 from msprobe.mindspore.run_ut.command import multi_run_ut_command, run_ut_command
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from msprobe.core.debugger import BaseDebugger
+from msprobe.core.lifecycle.debugger import BaseDebugger
 from msprobe.mindspore.kit import MindSporeKit
 
 

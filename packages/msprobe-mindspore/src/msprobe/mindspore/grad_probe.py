@@ -19,7 +19,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import ops
 from msprobe.core.grad_probe import GradMonitorBase, statistics_parts
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 from msprobe.mindspore.rank import current_rank
 
 

@@ -1,4 +1,4 @@
-"""MindSpore's :class:`~msprobe.core.kit.FrameworkKit`: the parts of msprobe.mindspore the tasks build from.
+"""MindSpore's :class:`~msprobe.core.contract.FrameworkKit`: the parts of msprobe.mindspore the tasks build from.
 
 The dropout rule is applied on PyTorch only so far (docs/mindspore/dump.md#pynative-levels-l0-l1-and-mix):
 MindSpore's dropout keeps the probability the user set (``prepare_for_comparison`` does nothing).
@@ -11,7 +11,7 @@ from typing import Any
 
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.config.frameworks import MINDSPORE
-from msprobe.core.kit import PartsKit
+from msprobe.core.contract import PartsKit
 from msprobe.mindspore.adapter import MindSporeTensorAdapter
 from msprobe.mindspore.grad_probe import GradMonitor
 from msprobe.mindspore.hooks import Interceptor

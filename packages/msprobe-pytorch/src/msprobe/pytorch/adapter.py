@@ -1,4 +1,4 @@
-"""The torch implementation of :class:`msprobe.core.events.TensorAdapter`: records, statistics, checksums, files.
+"""The torch implementation of :class:`msprobe.core.contract.TensorAdapter`: records, statistics, checksums, files.
 
 On an accelerator statistics stay on the device until one batched fetch (:meth:`TorchTensorAdapter.fetch`;
 a small tensor is copied at the call and reduced with its group at the fetch); on the CPU numpy computes
@@ -27,7 +27,7 @@ from msprobe.core.dump.host_stats import (
     host_stats,
     with_finite_extremes,
 )
-from msprobe.core.dump.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.contract import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.dump.tensor_writer import FrozenTensor
 from msprobe.pytorch.dtensor import PLAIN, local_shard
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from torch.utils.data import dataloader
 
-from msprobe.core.handles import Handle, patch_attribute
+from msprobe.core.services.handles import Handle, patch_attribute
 
 
 def install_dataloader_steps(debugger: Any) -> Handle:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from msprobe.core.handles import Handle, patch_attributes
-from msprobe.core.log import logger
+from msprobe.core.services.handles import Handle, patch_attributes
+from msprobe.core.services.log import logger
 
 _DROPOUT_TYPES = (torch.nn.modules.dropout._DropoutNd,)
 

@@ -20,8 +20,8 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from msprobe.core.grad_probe import GradMonitorBase, statistics_parts
-from msprobe.core.handles import Handle
-from msprobe.core.log import logger
+from msprobe.core.services.handles import Handle
+from msprobe.core.services.log import logger
 from msprobe.pytorch.rank import current_rank
 
 

@@ -20,11 +20,11 @@ from typing import Any, Protocol
 
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.dump.collector import CallState, DumpCollector
-from msprobe.core.events import Call, CallSink
-from msprobe.core.fileio import atomic_write_text, make_dir
-from msprobe.core.log import logger
-from msprobe.core.select import Selector
-from msprobe.core.session import Session
+from msprobe.core.contract import Call, CallSink
+from msprobe.core.services.fileio import atomic_write_text, make_dir
+from msprobe.core.services.log import logger
+from msprobe.core.lifecycle.select import Selector
+from msprobe.core.lifecycle.session import Session
 from msprobe.pytorch.hooks.aten import ATEN, AtenCapture, ListedApiInterceptor
 
 DUMPED = "The kernel data of {api_name} is dumped successfully."

@@ -1,4 +1,4 @@
-"""PyTorch's :class:`~msprobe.core.kit.FrameworkKit`: the parts of msprobe.pytorch the tasks build from."""
+"""PyTorch's :class:`~msprobe.core.contract.FrameworkKit`: the parts of msprobe.pytorch the tasks build from."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.config.frameworks import PYTORCH
-from msprobe.core.handles import HandleGroup
-from msprobe.core.kit import PartsKit, Runner
+from msprobe.core.services.handles import HandleGroup
+from msprobe.core.contract import PartsKit, Runner
 from msprobe.pytorch.adapter import TorchTensorAdapter
 from msprobe.pytorch.dropout import zero_dropout
 from msprobe.pytorch.grad_probe import GradMonitor

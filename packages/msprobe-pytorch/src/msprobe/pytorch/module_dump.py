@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from msprobe.core.debugger import BaseDebugger
-from msprobe.core.handles import Handle
-from msprobe.core.log import logger
+from msprobe.core.lifecycle.debugger import BaseDebugger
+from msprobe.core.services.handles import Handle
+from msprobe.core.services.log import logger
 
 
 def _interceptor():

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import torch
 
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 
 
 def seed_all(seed: int = 1234, mode: bool = False) -> None:

@@ -27,7 +27,7 @@ from msprobe.core.compare.read import (
 )
 from msprobe.core.compare.report import printable
 from msprobe.core.engine import EngineError, add_engine_flags, choice_from_args, open_engine
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:

@@ -29,8 +29,8 @@ from msprobe.core.compare.pipeline import (
 from msprobe.core.compare.read import CompareError, DumpFile, Layout, read_dump, read_merged, read_stack
 from msprobe.core.compare.report import csv_row, printable
 from msprobe.core.engine import open_engine
-from msprobe.core.fileio import make_dir, write_csv
-from msprobe.core.log import logger
+from msprobe.core.services.fileio import make_dir, write_csv
+from msprobe.core.services.log import logger
 
 _RANK_DIR = re.compile(r"rank(\d*)")
 SUMMARY_HEADER = ["Rank", "Rows", "Failing rows", "First divergence", "Row", "Inputs pass", "Report"]

@@ -66,8 +66,8 @@ from msprobe.core.compare.read import (
 )
 from msprobe.core.compare.report import Progress, write_reports
 from msprobe.core.engine import EngineChoice, open_engine
-from msprobe.core.fileio import make_dir
-from msprobe.core.log import logger
+from msprobe.core.services.fileio import make_dir
+from msprobe.core.services.log import logger
 
 TensorLoader = Callable[[Path, TensorSpec], np.ndarray]
 _IN_PROCESS_BELOW = 32  # tensor pairs; starting workers costs more than comparing this few

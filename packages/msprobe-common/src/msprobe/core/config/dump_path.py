@@ -15,7 +15,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from msprobe.core.fileio import UnsafePathError, check_writable_path
+from msprobe.core.services.fileio import UnsafePathError, check_writable_path
 
 
 def dump_path_problem(value: str) -> str | None:

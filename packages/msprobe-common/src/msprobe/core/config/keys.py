@@ -11,7 +11,7 @@ import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 from msprobe.core.tasks.registry import task_named, task_names
 
 COMMON_KEYS = ("task", "dump_path", "rank", "step", "level", "enable_dataloader")

@@ -22,8 +22,8 @@ from msprobe.core.config.model import (
     DebuggerConfig,
 )
 from msprobe.core.config.rules import RuleContext, cross_field_problems
-from msprobe.core.jsonfile import JsonFileError, MiB, load_json_file
-from msprobe.core.log import logger
+from msprobe.core.services.jsonfile import JsonFileError, MiB, load_json_file
+from msprobe.core.services.log import logger
 from msprobe.core.tasks.registry import task_named, task_names
 
 CONFIG_MAX_BYTES = 16 * MiB  # a config.json is a few KB; anything this large is not one
@@ -45,7 +45,7 @@ def _warn_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
 def read_config_file(file: str) -> dict[str, object]:
     """The top-level JSON object of ``file``; anything else raises a ConfigError naming the file.
 
-    Parsing goes through :func:`msprobe.core.jsonfile.load_json_file`, like every JSON file msprobe
+    Parsing goes through :func:`msprobe.core.services.jsonfile.load_json_file`, like every JSON file msprobe
     reads, so a deeply nested or oversized file is a ConfigError too, not a raw traceback.
     """
     try:

@@ -10,7 +10,7 @@ import re
 
 from msprobe.core.config.errors import ConfigError, Problem
 from msprobe.core.config.model import DebuggerConfig
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 
 # Guards against a typo such as "0-100000000" turning into a hundred-million-element tuple.
 MAX_INDEX = 1_000_000

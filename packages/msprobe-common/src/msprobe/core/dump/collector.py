@@ -4,7 +4,7 @@ Dump and overflow check keep different calls but write the same files the same w
 four parts with one job each: :class:`~msprobe.core.dump.encode.EntryEncoder` (entries, statistics fetched
 in batches), :class:`ModuleSpans` (construct.json parents and the selector's spans), :class:`TensorFiles`
 and :class:`StepOutput` (the writer's life), wired once by :class:`Parts`. A keep-policy is a small
-collector over them: :class:`DumpCollector` here, ``msprobe.core.overflow.OverflowCollector`` for overflows.
+collector over them: :class:`DumpCollector` here, ``msprobe.core.dump.overflow.OverflowCollector`` for overflows.
 Where this sits in the walk of a tensor: docs/architecture.md#the-walk-of-one-tensor-from-start-to-dumpjson.
 """
 
@@ -13,14 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from msprobe.core.calls import MODULE_LEVELS
+from msprobe.core.lifecycle.calls import MODULE_LEVELS
 from msprobe.core.dump.encode import EntryEncoder
 from msprobe.core.dump.json_files import StepWriter
 from msprobe.core.dump.tensor_writer import TensorWriter
 from msprobe.core.dump.user_stack import user_stack
-from msprobe.core.events import Call, TensorAdapter
-from msprobe.core.naming import backward_name, tensor_file_name
-from msprobe.core.select import Selector
+from msprobe.core.contract import Call, TensorAdapter
+from msprobe.core.lifecycle.naming import backward_name, tensor_file_name
+from msprobe.core.lifecycle.select import Selector
 
 T = TypeVar("T")
 
@@ -165,7 +165,7 @@ class StepOutput:
 
 class TensorFiles:
     """The tensor files of kept entries, in the open step's ``dump_tensor_data``, named after the entry
-    (:func:`~msprobe.core.naming.tensor_file_name`); dump.json names each in ``data_name``. Written by a
+    (:func:`~msprobe.core.lifecycle.naming.tensor_file_name`); dump.json names each in ``data_name``. Written by a
     :class:`~msprobe.core.dump.tensor_writer.TensorWriter` thread; :meth:`drain` before the step's JSON
     files close."""
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from msprobe.core.dump.host_stats import HostCopy, resolve_copies
-from msprobe.core.dump.records import TensorRecord, TensorStats
+from msprobe.core.contract import TensorRecord, TensorStats
 
 # The row a device reduction leaves: max, min, mean, norm, max over finite elements, min over finite
 # elements (for bool tensors: any, all, then zeros).
@@ -69,7 +69,7 @@ class DeviceCopy:
 
 
 class StatsAdapterBase:
-    """The framework-free half of a :class:`~msprobe.core.events.TensorAdapter`: which values are the
+    """The framework-free half of a :class:`~msprobe.core.contract.TensorAdapter`: which values are the
     framework's tensors (``tensor_type``), and fetching a batch of statistics in one transfer. A
     framework adapter supplies :meth:`transfer` (its device values → rows of numbers) and, when it hands
     out :class:`DeviceCopy` handles, :meth:`reduce_copies`."""

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from msprobe.core.dump.json_files import quoted
-from msprobe.core.dump.records import NOT_HANDLED, TensorRecord, TensorStats
+from msprobe.core.contract import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.dump.uninitialised import outputs_uninitialised
-from msprobe.core.events import TensorAdapter
-from msprobe.core.log import logger
+from msprobe.core.contract import TensorAdapter
+from msprobe.core.services.log import logger
 
 Leaf = Callable[[Any, tuple], Any]
 # Writes one tensor of an entry to its file: (tensor, entry name, part, index path) → the file's name.
@@ -70,7 +70,7 @@ def render(encoded: Any) -> str:
 
     The text json would write with each :class:`TensorRecord` as its dump.json dict, built directly: a
     record renders itself, and the statistics of an unchanged tensor seen again are written once
-    (:meth:`~msprobe.core.dump.records.TensorStats.json_members`)."""
+    (:meth:`~msprobe.core.contract.TensorStats.json_members`)."""
     if isinstance(encoded, TensorRecord):
         return encoded.json_text()
     if isinstance(encoded, (list, tuple)):

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.core.dump.records import TensorStats
+from msprobe.core.contract import TensorStats
 
 _MAX, _MIN, _SUM = np.maximum.reduce, np.minimum.reduce, np.add.reduce
 

@@ -20,9 +20,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.fileio import PendingFile, atomic_write_text, make_dir
-from msprobe.core.layout import claim_step_dir, step_dir
-from msprobe.core.log import logger
+from msprobe.core.services.fileio import PendingFile, atomic_write_text, make_dir
+from msprobe.core.lifecycle.layout import claim_step_dir, step_dir
+from msprobe.core.services.log import logger
 
 DUMP_FILE, STACK_FILE, CONSTRUCT_FILE = "dump.json", "stack.json", "construct.json"
 TENSOR_DIR = "dump_tensor_data"

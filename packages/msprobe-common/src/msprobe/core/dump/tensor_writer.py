@@ -5,7 +5,7 @@ tensor afterwards) and much to write; the file system calls release the interpre
 thread overlaps them with the step. A synchronous write's promises stay: bounded memory
 (``MSPROBE_TENSOR_QUEUE_MB``), every file on disk when :meth:`TensorWriter.drain` returns (before dump.json
 is renamed into place), the writer's first error raised on the training thread, an unchanged tensor saved
-twice hard-linked (:func:`~msprobe.core.fileio.link_written`). The user's side of it:
+twice hard-linked (:func:`~msprobe.core.services.fileio.link_written`). The user's side of it:
 docs/pytorch/dump.md#durability-the-training-run-always-goes-on.
 """
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from msprobe.core.fileio import WrittenFile, link_written, write_file
-from msprobe.core.settings import IntSetting
+from msprobe.core.services.fileio import WrittenFile, link_written, write_file
+from msprobe.core.services.settings import IntSetting
 
 QUEUE_MB = IntSetting("MSPROBE_TENSOR_QUEUE_MB", 1024, 1, 1 << 20, "MiB of tensor copies waiting to be written")
 

@@ -9,7 +9,7 @@ docs/compare.md#uninitialised-values.
 
 from __future__ import annotations
 
-from msprobe.core.naming import FORWARD, parse_name
+from msprobe.core.lifecycle.naming import FORWARD, parse_name
 
 # bare API names: ``Tensor.new_empty``, ``Mint.empty_like``, aten's overload ``empty.memory_format``
 UNINITIALISED_APIS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})

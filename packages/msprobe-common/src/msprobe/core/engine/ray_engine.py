@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from msprobe.core.engine import ACCELERATORS, VISIBILITY, Accelerators, EngineError, WorkerLost, batch_size
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 
 RETRIES = 3  # re-runs of a task whose worker process died (Ray's own default for tasks)
 PROBE_TIMEOUT_S = 10  # an address that accepts no TCP connection by then is unreachable

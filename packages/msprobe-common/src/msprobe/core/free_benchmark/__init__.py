@@ -11,7 +11,7 @@ from msprobe.core.free_benchmark.collector import CSV_COLUMNS, CSV_FILE, FreeBen
 from msprobe.core.free_benchmark.compare import dtype_threshold, max_relative_error
 from msprobe.core.free_benchmark.ops import BenchmarkOps, FrameworkBenchmarkOps, Skip
 from msprobe.core.free_benchmark.preheat import Thresholds
-from msprobe.core.select import selector_for
+from msprobe.core.lifecycle.select import selector_for
 
 __all__ = [
     "CSV_COLUMNS", "CSV_FILE", "BenchmarkOps", "FrameworkBenchmarkOps", "FreeBenchmarkCollector", "Skip",

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.events import Call
-from msprobe.core.fileio import append_csv_rows, make_dir
+from msprobe.core.contract import Call
+from msprobe.core.services.fileio import append_csv_rows, make_dir
 from msprobe.core.free_benchmark.compare import dtype_threshold, max_relative_error
 from msprobe.core.free_benchmark.ops import BenchmarkOps, Skip
 from msprobe.core.free_benchmark.preheat import Thresholds
-from msprobe.core.log import logger
-from msprobe.core.naming import parse_name
-from msprobe.core.select import Selector
+from msprobe.core.services.log import logger
+from msprobe.core.lifecycle.naming import parse_name
+from msprobe.core.lifecycle.select import Selector
 
 CSV_FILE = "free_benchmark.csv"
 CSV_COLUMNS = ("rank", "pert_mode", "stage", "step", "api_name", "max_rel", "dtype", "shape", "output_index")
@@ -56,7 +56,7 @@ class _Pending:
 
 
 class FreeBenchmarkCollector:
-    """A step collector (:class:`~msprobe.core.events.StepCollector`) for task ``free_benchmark``."""
+    """A step collector (:class:`~msprobe.core.contract.StepCollector`) for task ``free_benchmark``."""
 
     def __init__(
         self,

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from msprobe.core.events import Call
-from msprobe.core.tree import map_tensors, tensors_in
+from msprobe.core.contract import Call
+from msprobe.core.services.tree import map_tensors, tensors_in
 
 
 class Skip(str):

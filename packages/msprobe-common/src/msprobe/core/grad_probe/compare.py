@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from msprobe.core.fileio import make_dir, write_csv
+from msprobe.core.services.fileio import make_dir, write_csv
 from msprobe.core.grad_probe.plot import plot_parameters, plot_total
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 
 _STEP_DIR = re.compile(r"step(\d+)")
 _RANK_DIR = re.compile(r"rank(\d+)")

@@ -4,7 +4,7 @@ A framework's ``GradMonitor`` subclasses :class:`GradMonitorBase` and adds only 
 and hooks:
 
 - hooks around the optimizer's update, registered into ``self._hooks`` (a
-  :class:`~msprobe.core.handles.HandleGroup`, removed by :meth:`GradMonitorBase.close`). The hook before
+  :class:`~msprobe.core.services.handles.HandleGroup`, removed by :meth:`GradMonitorBase.close`). The hook before
   the update calls :meth:`~GradMonitorBase._step_begins` with the gradients it is about to use; the hook
   after it — which runs only when the update returned — calls :meth:`~GradMonitorBase._step_done`;
 - :meth:`~GradMonitorBase._reduce`: the statistics matrix, signs and values of a list of gradients,
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from msprobe.core.grad_probe.summary import GradProbeSettings, write_step
-from msprobe.core.handles import HandleGroup
-from msprobe.core.log import logger
+from msprobe.core.services.handles import HandleGroup
+from msprobe.core.services.log import logger
 
 
 @dataclass

@@ -10,7 +10,7 @@ import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from msprobe.core.fileio import atomic_write_bytes, make_dir
+from msprobe.core.services.fileio import atomic_write_bytes, make_dir
 from msprobe.core.grad_probe.summary import safe_file_stem
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.core.fileio import atomic_write_bytes, check_writable_path, make_dir, write_csv
+from msprobe.core.services.fileio import atomic_write_bytes, check_writable_path, make_dir, write_csv
 
 GRAD_LEVELS = ("L0", "L1", "L2")
 _STAT_TAIL = ["max", "min", "norm", "shape"]

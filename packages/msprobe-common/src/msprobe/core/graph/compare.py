@@ -27,7 +27,7 @@ from msprobe.core.compare.judge import (
 from msprobe.core.compare.pipeline import CompareOptions, TensorLoader, build_results, check_modes, judge_results
 from msprobe.core.compare.read import STAT_KEYS, DumpFile
 from msprobe.core.graph.tree import ROOT, Graph, Node
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 
 SUMMARY, MD5, TENSOR = "summary", "md5", "tensor"
 SMALL_VALUE = {"float32": 1e-6, "float16": 1e-3, "bfloat16": 1e-3}  # per dtype (torch.* and MindSpore names)

@@ -1,7 +1,7 @@
 """``-oc``: mark the nodes whose arguments hold inf or NaN, with 1.1.1's three levels.
 
 The levels say where a non-finite value started, the same split as the overflow check's origin and
-inherited (``msprobe.core.overflow``): **critical** the outputs hold inf/NaN and the inputs do not (this
+inherited (``msprobe.core.dump.overflow``): **critical** the outputs hold inf/NaN and the inputs do not (this
 call produced it: the origin), **high** both do (it was carried through), **medium** only the inputs
 do (the call absorbed it). A value counts as non-finite when its recorded Max or Min is not finite: it
 then holds an inf or NaN element. 1.1.1 also counts a Mean or Norm that is not finite, which happens to a

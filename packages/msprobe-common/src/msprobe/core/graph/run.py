@@ -21,14 +21,14 @@ from msprobe.core.compare.read import (
     read_stack,
 )
 from msprobe.core.dump.json_files import write_json_atomic
-from msprobe.core.fileio import atomic_write_text, make_dir
+from msprobe.core.services.fileio import atomic_write_text, make_dir
 from msprobe.core.graph import html
 from msprobe.core.graph.compare import compare_graphs
 from msprobe.core.graph.inputs import Job, compare_path, jobs, read_input
 from msprobe.core.graph.overflow import mark_overflow
 from msprobe.core.graph.tree import MODULE, Graph, assign_micro_steps, build_graph
 from msprobe.core.graph.vis import build_document, compare_document, first_suspect, mark_merged, suggest
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 
 
 @dataclass(frozen=True)

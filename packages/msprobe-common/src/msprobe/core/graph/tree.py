@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from msprobe.core.compare.judge import stack_of
-from msprobe.core.naming import BACKWARD, FORWARD, MODULE_KINDS, parse_name
+from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, MODULE_KINDS, parse_name
 
 ROOT = "DefaultModel"
 APIS_BETWEEN_MODULES = "Apis_Between_Modules"

@@ -19,18 +19,18 @@ from typing import Any
 from msprobe.core.config import ConfigError, DebuggerConfig, Problem
 from msprobe.core.dump.collector import CallState, ModuleSpans
 from msprobe.core.dump.encode import encode_value
-from msprobe.core.events import Call, TensorAdapter
-from msprobe.core.log import logger
-from msprobe.core.naming import backward_name
+from msprobe.core.contract import Call, TensorAdapter
+from msprobe.core.services.log import logger
+from msprobe.core.lifecycle.naming import backward_name
 from msprobe.core.online import wire
 from msprobe.core.online.sender import Outgoing, Sender, SenderOptions
 from msprobe.core.online.settings import SettingError, online_settings
-from msprobe.core.online.transport import DirLink, Link, TcpLink, tls_context
-from msprobe.core.select import Selector
+from msprobe.core.online.tcp import DirLink, Link, TcpLink, tls_context
+from msprobe.core.lifecycle.select import Selector
 
 
 class OnlineCollector:
-    """A :class:`~msprobe.core.events.StepCollector` whose kept calls become records for ``Sender``."""
+    """A :class:`~msprobe.core.contract.StepCollector` whose kept calls become records for ``Sender``."""
 
     destination = "sent to the run_ut receiver (nothing is written under dump_path)"  # the session's last words
 
@@ -176,8 +176,8 @@ def sender_options() -> SenderOptions:
 
 def build_online(config: DebuggerConfig, kit: Any, on_finish: Callable[[], None]) -> Any:
     """The session of an online sender: checked (link, TLS files) before the training starts."""
-    from msprobe.core.select import selector_for
-    from msprobe.core.session import Session
+    from msprobe.core.lifecycle.select import selector_for
+    from msprobe.core.lifecycle.session import Session
 
     make_link = link_maker(config.section)
     options = sender_options()

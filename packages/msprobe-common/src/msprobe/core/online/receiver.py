@@ -1,7 +1,7 @@
 """The checking side of online run_ut, without a framework (docs/run_ut_online.md).
 
-Data flows one way: a transport (:class:`~msprobe.core.online.transport.TcpServer` or
-:class:`~msprobe.core.online.transport.DirWatcher`) hands sound messages to the :class:`Intake`; the
+Data flows one way: a transport (:class:`~msprobe.core.online.tcp.TcpServer` or
+:class:`~msprobe.core.online.tcp.DirWatcher`) hands sound messages to the :class:`Intake`; the
 intake keeps only ``rank_list`` ranks, pairs each forward record with its backward, and hands the
 pair to the :class:`ReplayPool` (worker processes running the framework's replay: local processes, or
 Ray actors whose number grows with the backlog, each holding one device of ``-d`` when it names accelerators,
@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.core.engine import Accelerators, EngineChoice, EngineError, open_engine
-from msprobe.core.fileio import atomic_write_text
-from msprobe.core.layout import step_dir
-from msprobe.core.log import logger
+from msprobe.core.services.fileio import atomic_write_text
+from msprobe.core.lifecycle.layout import step_dir
+from msprobe.core.services.log import logger
 from msprobe.core.online.wire import Kind, Message
 from msprobe.core.run_ut import SKIP
 from msprobe.core.run_ut.report import NOT_APPLICABLE, Report

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 from msprobe.core.online import wire
-from msprobe.core.online.transport import Link
+from msprobe.core.online.tcp import Link
 from msprobe.core.online.wire import Kind, Limits, Message, WireError, WireTensor
 
 RETRY_SECONDS = 1.0

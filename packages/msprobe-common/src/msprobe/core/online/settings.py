@@ -1,12 +1,12 @@
 """Tuning of online run_ut, from environment variables (docs/run_ut_online.md, "Tuning"), read through
-:mod:`msprobe.core.settings` (checked before any work starts)."""
+:mod:`msprobe.core.services.settings` (checked before any work starts)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from msprobe.core.settings import IntSetting, SettingError
+from msprobe.core.services.settings import IntSetting, SettingError
 
 __all__ = ["VARIABLES", "OnlineSettings", "SettingError", "online_settings"]
 

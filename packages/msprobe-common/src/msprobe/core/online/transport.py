@@ -28,8 +28,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Protocol
 
-from msprobe.core.fileio import write_file
-from msprobe.core.log import logger
+from msprobe.core.services.fileio import write_file
+from msprobe.core.services.log import logger
 from msprobe.core.online import wire
 from msprobe.core.online.wire import Header, Kind, Limits, Message, WireError
 

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 
 from msprobe.core.engine import EngineError
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 from msprobe.core.run_ut.parallel import PartError, add_parts_option
 from msprobe.core.run_ut.replay_common import RunUtError
 from msprobe.core.run_ut.report import ReportError

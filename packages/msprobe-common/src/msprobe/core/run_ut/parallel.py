@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.core.engine import Accelerators, EngineChoice, WorkerLost, add_engine_flags, open_engine
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 from msprobe.core.run_ut.report import DEFAULT_DETAILS, DetailsLayout, merge_parts, report_dir
 
 MAX_PARTS = 64

@@ -1,8 +1,8 @@
 """Tasks ``statistics`` and ``tensor`` (docs/pytorch/dump.md#tasks-and-levels): every selected call, as statistics or
 tensors.
 
-Level L2 is the framework's own kernel dump (:meth:`~msprobe.core.kit.FrameworkKit.kernel_dump`);
-the other levels run a :class:`~msprobe.core.session.Session` with the dump collector.
+Level L2 is the framework's own kernel dump (:meth:`~msprobe.core.contract.FrameworkKit.kernel_dump`);
+the other levels run a :class:`~msprobe.core.lifecycle.session.Session` with the dump collector.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from msprobe.core.config.frameworks import names_with, only_on
 from msprobe.core.config.model import DATA_MODES, DebuggerConfig
 from msprobe.core.config.rules import API_FULL_NAME, MODULE_FULL_NAME, RuleContext, online_problems
 from msprobe.core.dump.collector import DumpCollector
-from msprobe.core.kit import FrameworkKit, Runner
+from msprobe.core.contract import FrameworkKit, Runner
 from msprobe.core.online.collector import build_online
-from msprobe.core.select import selector_for
-from msprobe.core.session import Session
+from msprobe.core.lifecycle.select import selector_for
+from msprobe.core.lifecycle.session import Session
 from msprobe.core.tasks.registry import Task, register
 
 SUMMARY_MODES = ("statistics", "md5")

@@ -13,8 +13,8 @@ from msprobe.core.config.frameworks import only_on
 from msprobe.core.config.model import DebuggerConfig
 from msprobe.core.config.rules import RuleContext
 from msprobe.core.free_benchmark import free_benchmark_collector
-from msprobe.core.kit import FrameworkKit, Runner
-from msprobe.core.session import Session
+from msprobe.core.contract import FrameworkKit, Runner
+from msprobe.core.lifecycle.session import Session
 from msprobe.core.tasks.registry import Task, register
 
 FUZZ_DEVICES = ("npu", "cpu")

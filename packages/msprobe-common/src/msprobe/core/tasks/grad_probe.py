@@ -12,7 +12,7 @@ from typing import Any
 
 from msprobe.core.config.fields import FieldReader
 from msprobe.core.config.model import DebuggerConfig
-from msprobe.core.kit import FrameworkKit, IdleRunner
+from msprobe.core.contract import FrameworkKit, IdleRunner
 from msprobe.core.tasks.registry import Task, register
 
 GRAD_LEVELS = ("L0", "L1", "L2")

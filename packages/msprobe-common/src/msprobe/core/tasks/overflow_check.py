@@ -11,10 +11,10 @@ from msprobe.core.config.fields import FieldReader, one_of
 from msprobe.core.config.frameworks import only_on
 from msprobe.core.config.model import DebuggerConfig
 from msprobe.core.config.rules import RuleContext
-from msprobe.core.kit import FrameworkKit, Runner
-from msprobe.core.log import logger
-from msprobe.core.overflow import OverflowCollector
-from msprobe.core.session import Session
+from msprobe.core.contract import FrameworkKit, Runner
+from msprobe.core.services.log import logger
+from msprobe.core.dump.overflow import OverflowCollector
+from msprobe.core.lifecycle.session import Session
 from msprobe.core.tasks.dump import collector_parts
 from msprobe.core.tasks.registry import Task, register
 

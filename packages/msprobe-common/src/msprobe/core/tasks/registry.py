@@ -23,7 +23,7 @@ Build = Callable[[Any, Any, Callable[[], None]], Any]  # (config, kit, on_finish
 class Task:
     """One task: its config section (a frozen dataclass), how to read it, its rules, and its build.
 
-    ``build(config, kit, on_finish)`` returns the :class:`~msprobe.core.kit.Runner` the debugger drives;
+    ``build(config, kit, on_finish)`` returns the :class:`~msprobe.core.contract.Runner` the debugger drives;
     ``on_finish`` is called once when it has removed its hooks. ``build`` is ``None`` for a task that
     configures a command rather than the debugger (``run_ut``).
     """

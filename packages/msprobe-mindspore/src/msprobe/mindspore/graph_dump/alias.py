@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from msprobe.core.config import ConfigError, Problem
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 
 _ACCEPTED = re.compile(r"/[A-Za-z0-9_/-]*")
 MINDSPORE_RULE = "MindSpore's dump path rule: an absolute path of ASCII letters, digits, '-', '_' and '/' only"

@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 
 from msprobe.core.config import DebuggerConfig
-from msprobe.core.fileio import atomic_write_text, make_dir
-from msprobe.core.log import logger
+from msprobe.core.services.fileio import atomic_write_text, make_dir
+from msprobe.core.services.log import logger
 from msprobe.mindspore.graph_dump.alias import path_for_mindspore
 
 ENV_VAR = "MINDSPORE_DUMP_CONFIG"

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.core.config import DebuggerConfig
-from msprobe.core.layout import claim_step_dir
-from msprobe.core.log import logger, set_rank
+from msprobe.core.lifecycle.layout import claim_step_dir
+from msprobe.core.services.log import logger, set_rank
 from msprobe.core.tasks.overflow_check import OverflowCheckConfig
 from msprobe.mindspore.graph_dump import config as dump_config
 from msprobe.mindspore.graph_dump.kernel_files import KernelFile, iteration_dirs, move_iteration
@@ -35,7 +35,7 @@ def _wait_for_launched_kernels() -> None:
 
 
 class GraphDumpSession:
-    """Step and rank bookkeeping around MindSpore's kernel dump (duck-types :class:`msprobe.core.session.Session`)."""
+    """Step and rank bookkeeping around MindSpore's kernel dump (duck-types :class:`msprobe.core.lifecycle.session.Session`)."""
 
     def __init__(self, config: DebuggerConfig, current_rank: Callable[[], int | None]) -> None:
         import mindspore as ms

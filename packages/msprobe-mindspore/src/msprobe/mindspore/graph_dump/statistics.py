@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from msprobe.core.dump.host_stats import array_stats
-from msprobe.core.fileio import write_csv
+from msprobe.core.services.fileio import write_csv
 from msprobe.mindspore.graph_dump.kernel_files import KernelFile
 
 STATISTIC_CSV = "statistic.csv"

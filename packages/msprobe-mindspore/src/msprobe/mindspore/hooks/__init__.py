@@ -1,4 +1,4 @@
-"""MindSpore PyNative interception: API, cell, primitive and jit calls as ``msprobe.core.events``."""
+"""MindSpore PyNative interception: API, cell, primitive and jit calls as ``msprobe.core.contract``."""
 
 from msprobe.mindspore.hooks.interceptor import Interceptor
 

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from msprobe.core.handles import Handle, patch_attributes
+from msprobe.core.services.handles import Handle, patch_attributes
 from msprobe.mindspore.hooks.catalog import ApiTarget
 
 RunApi = Callable[[str, str, Callable, tuple, dict, bool], Any]

@@ -14,10 +14,10 @@ from typing import Any
 
 import mindspore
 from mindspore import ops
-from msprobe.core import gradients
-from msprobe.core.events import Call
-from msprobe.core.gradients import Emit
-from msprobe.core.log import logger
+from msprobe.core.lifecycle import gradients
+from msprobe.core.contract import Call
+from msprobe.core.lifecycle.gradients import Emit
+from msprobe.core.services.log import logger
 from msprobe.mindspore.private_api import _pynative_executor
 
 _add = ops.add  # taken at import, before msprobe's own API patches can replace it
@@ -130,7 +130,7 @@ def differentiable_outputs(output: Any) -> list:
 
 
 class EmitOrder(gradients.EmitOrder):
-    """Core's order of reports (``msprobe.core.gradients``), flushed at the end of each of PyNative's
+    """Core's order of reports (``msprobe.core.lifecycle.gradients``), flushed at the end of each of PyNative's
     backward passes."""
 
     def __init__(self, emit: Emit) -> None:
@@ -139,7 +139,7 @@ class EmitOrder(gradients.EmitOrder):
 
 class BackwardCapture(gradients.GradientCapture):
     """Watches the gradient graph of ``call`` and counts its gradients in core's
-    :class:`~msprobe.core.gradients.GradientCapture`: one per differentiable output
+    :class:`~msprobe.core.lifecycle.gradients.GradientCapture`: one per differentiable output
     (:func:`differentiable_outputs`), one per differentiable input (:func:`differentiable_inputs`)."""
 
     __slots__ = ("_last", "_start", "_inputs", "_slots_of")

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from mindspore import nn
-from msprobe.core.calls import Started
-from msprobe.core.handles import Handle, HandleGroup, Removable
-from msprobe.core.naming import safe_module_parts
+from msprobe.core.lifecycle.calls import Started
+from msprobe.core.services.handles import Handle, HandleGroup, Removable
+from msprobe.core.lifecycle.naming import safe_module_parts
 from msprobe.mindspore.hooks.backward import (
     BackwardCapture,
     EmitOrder,

@@ -17,7 +17,7 @@ from typing import Any
 
 import mindspore
 import mindspore.experimental.optim as experimental_optim
-from msprobe.core.handles import Handle, HandleGroup, patch_attributes
+from msprobe.core.services.handles import Handle, HandleGroup, patch_attributes
 from msprobe.mindspore import reads
 from msprobe.mindspore.hooks.api_patch import ApiPatches
 from msprobe.mindspore.hooks.catalog import ApiTarget

@@ -3,10 +3,10 @@
 :class:`Interceptor` ties together API attribute replacement (:mod:`.api_patch`), cell hooks
 (:mod:`.cells`), primitives of the attached model (:mod:`.primitives`), ``@jit`` functions
 (:mod:`.jit`) and per-call backward captures (:mod:`.backward`), and reports what they see through core's
-:class:`~msprobe.core.calls.CallReporter` — the same sequence the PyTorch interceptor uses.
+:class:`~msprobe.core.lifecycle.calls.CallReporter` — the same sequence the PyTorch interceptor uses.
 
 Everything is installed by :meth:`Interceptor.enable`, each part returning a
-:class:`~msprobe.core.handles.Handle`, and removed through them by :meth:`Interceptor.disable`, so a
+:class:`~msprobe.core.services.handles.Handle`, and removed through them by :meth:`Interceptor.disable`, so a
 disabled interceptor costs nothing. The reporter is paused while a recorded call runs and while the
 sink works: calls made then are neither recorded nor counted (outermost calls only, docs/dump_format.md#counting).
 """
@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from mindspore import nn
-from msprobe.core.calls import CallReporter, Level, Started
-from msprobe.core.events import CallSink
-from msprobe.core.handles import Handle, HandleGroup
+from msprobe.core.lifecycle.calls import CallReporter, Level, Started
+from msprobe.core.contract import CallSink
+from msprobe.core.services.handles import Handle, HandleGroup
 from msprobe.mindspore import reads
 from msprobe.mindspore.hooks.api_patch import ApiPatches
 from msprobe.mindspore.hooks.backward import (

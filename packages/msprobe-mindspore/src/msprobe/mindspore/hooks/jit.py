@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from msprobe.core.handles import Handle, patch_attribute
+from msprobe.core.services.handles import Handle, patch_attribute
 from msprobe.mindspore.hooks.api_patch import RunApi
 from msprobe.mindspore.private_api import _JitExecutor
 

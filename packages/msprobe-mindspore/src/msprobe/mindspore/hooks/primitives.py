@@ -14,7 +14,7 @@ from typing import Any
 import mindspore
 from mindspore import nn
 from mindspore.ops import Primitive
-from msprobe.core.handles import Handle, patch_attributes
+from msprobe.core.services.handles import Handle, patch_attributes
 from msprobe.mindspore.hooks.api_patch import RunApi
 from msprobe.mindspore.hooks.guards import settle_then
 

@@ -21,10 +21,10 @@ import numpy as np
 
 import mindspore
 from mindspore import ops
-from msprobe.core.events import Call
+from msprobe.core.contract import Call
 from msprobe.core.free_benchmark import FrameworkBenchmarkOps, Skip
 from msprobe.core.free_benchmark.compare import NOISE
-from msprobe.core.tree import map_tensors, tensors_in
+from msprobe.core.services.tree import map_tensors, tensors_in
 from msprobe.mindspore.hooks.backward import TensorSlots, grad_recording_as, grad_recording_off, rebuild
 from msprobe.mindspore.private_api import KERNEL_SEEDS
 

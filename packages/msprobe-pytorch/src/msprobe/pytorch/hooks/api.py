@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 
-from msprobe.core.handles import Handle, HandleGroup, patch_attributes
+from msprobe.core.services.handles import Handle, HandleGroup, patch_attributes
 from msprobe.pytorch.hooks.api_names import OPERATOR_DUNDERS, build_api_table, is_mutating
 from msprobe.pytorch.hooks.recorder import Recorder, backward_pass_id
 

@@ -18,8 +18,8 @@ from torch._C._autograd import _get_sequence_nr
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from msprobe.core.dump.uninitialised import UNINITIALISED_APIS
-from msprobe.core.events import Call, CallSink
-from msprobe.core.naming import BACKWARD, FORWARD, CallCounter, api_name, parse_name
+from msprobe.core.contract import Call, CallSink
+from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, CallCounter, api_name, parse_name
 from msprobe.pytorch.hooks.flat import flatten
 from msprobe.pytorch.hooks.interceptor import Interceptor
 
@@ -83,7 +83,7 @@ class AtenCapture(TorchDispatchMode):
             self.close()
 
     def unsupported(self, api: str) -> None:
-        from msprobe.core.log import logger
+        from msprobe.core.services.log import logger
 
         logger.warning(f"{api}: the call built no autograd graph, so it has no backward operators to dump")
 

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from torch._C._autograd import _get_sequence_nr
 
-from msprobe.core import gradients
-from msprobe.core.gradients import Emit
+from msprobe.core.lifecycle import gradients
+from msprobe.core.lifecycle.gradients import Emit
 
 _engine = torch.autograd.Variable._execution_engine
 _LEAF = -1  # the output slot of a leaf's edge: a leaf is matched by its accumulator's ``variable``
@@ -24,7 +24,7 @@ _AccumulateGrad = torch._C._functions.AccumulateGrad  # the node a leaf's gradie
 
 
 class EmitOrder(gradients.EmitOrder):
-    """Core's order of reports (``msprobe.core.gradients``), flushed at the end of each of autograd's
+    """Core's order of reports (``msprobe.core.lifecycle.gradients``), flushed at the end of each of autograd's
     backward passes (graph tasks)."""
 
     def __init__(self, emit: Emit) -> None:
@@ -33,7 +33,7 @@ class EmitOrder(gradients.EmitOrder):
 
 class BackwardCapture(gradients.GradientCapture):
     """Watches the autograd graph of ``call`` and counts its gradients in core's
-    :class:`~msprobe.core.gradients.GradientCapture`: one per tensor output, one per tensor input."""
+    :class:`~msprobe.core.lifecycle.gradients.GradientCapture`: one per tensor output, one per tensor input."""
 
     __slots__ = ("_start", "_end", "_inputs", "_slots_of")
 

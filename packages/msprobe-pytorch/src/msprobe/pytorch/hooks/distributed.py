@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from msprobe.core.handles import Handle, patch_attributes
+from msprobe.core.services.handles import Handle, patch_attributes
 from msprobe.pytorch.hooks.recorder import Pending, Recorder, backward_pass_id
 
 COLLECTIVES = (

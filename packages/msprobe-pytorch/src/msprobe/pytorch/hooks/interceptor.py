@@ -4,7 +4,7 @@ Level ``L1`` records APIs (``torch.*``, ``Tensor`` methods, ``torch.nn.functiona
 ``torch.distributed`` collectives, ``torch_npu`` on Ascend), ``L0`` records modules, ``mix`` both.
 Nothing is intercepted until :meth:`Interceptor.enable`; :meth:`Interceptor.disable` takes every hook
 off again (the function mode leaves the stack, wrappers are restored, module hooks are removed: each
-installation returns a :class:`~msprobe.core.handles.Handle` that the interceptor removes), so a run that
+installation returns a :class:`~msprobe.core.services.handles.Handle` that the interceptor removes), so a run that
 is attached but not collecting pays nothing.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from msprobe.core.calls import Level
-from msprobe.core.events import CallSink
-from msprobe.core.handles import Handle, HandleGroup
+from msprobe.core.lifecycle.calls import Level
+from msprobe.core.contract import CallSink
+from msprobe.core.services.handles import Handle, HandleGroup
 from msprobe.pytorch.hooks.api import ApiMode, install_operator_names, push_mode
 from msprobe.pytorch.hooks.distributed import ddp_bucket_hook, install_collectives
 from msprobe.pytorch.hooks.module import ModuleHooks

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from msprobe.core.handles import Handle, HandleGroup, Removable
-from msprobe.core.naming import safe_module_parts
+from msprobe.core.services.handles import Handle, HandleGroup, Removable
+from msprobe.core.lifecycle.naming import safe_module_parts
 from msprobe.pytorch.hooks.api import outside_dynamo
 from msprobe.pytorch.hooks.recorder import Pending, Recorder, backward_pass_id
 

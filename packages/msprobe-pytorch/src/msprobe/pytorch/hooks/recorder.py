@@ -1,4 +1,4 @@
-"""The PyTorch side of reporting a call: core's :class:`~msprobe.core.calls.CallReporter` plus the
+"""The PyTorch side of reporting a call: core's :class:`~msprobe.core.lifecycle.calls.CallReporter` plus the
 arming of each call's backward capture.
 
 API calls (``api.py``), module forwards (``module.py``) and collectives (``distributed.py``) differ
@@ -20,9 +20,9 @@ from typing import Any
 import torch
 from torch._C._autograd import _get_sequence_nr
 
-from msprobe.core.calls import CallReporter, Started
-from msprobe.core.events import Call, CallSink
-from msprobe.core.log import logger
+from msprobe.core.lifecycle.calls import CallReporter, Started
+from msprobe.core.contract import Call, CallSink
+from msprobe.core.services.log import logger
 from msprobe.pytorch.hooks.backward import BackwardCapture, EmitOrder, ReplayCapture
 from msprobe.pytorch.hooks.flat import call_leaves, leaves
 

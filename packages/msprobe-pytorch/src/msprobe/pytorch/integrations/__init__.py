@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 from msprobe.pytorch.debugger import PrecisionDebugger
 
 # Wrappers whose ``module`` is the user's model; DeepSpeed's engine is named, not imported.

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from msprobe.core.engine import EngineChoice
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 from msprobe.core.online.receiver import Intake, Receiver, ReplayPool
 from msprobe.core.online.settings import SettingError, online_settings
-from msprobe.core.online.transport import DirWatcher, TcpServer, tls_context
+from msprobe.core.online.tcp import DirWatcher, TcpServer, tls_context
 from msprobe.core.online.wire import Limits
 
 

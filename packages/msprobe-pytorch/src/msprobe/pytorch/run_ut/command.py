@@ -12,7 +12,7 @@ import argparse
 
 from msprobe.core.cli import Command
 from msprobe.core.engine import add_engine_flags, choice_from_args
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 from msprobe.core.run_ut.command import run_command
 
 

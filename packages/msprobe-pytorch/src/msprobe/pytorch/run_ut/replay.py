@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from msprobe.core.compare.read import CompareError, DumpFile, read_dump
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 from msprobe.core.run_ut import ERROR, SKIP, WARNING, api_status, judge_output
 from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section
 from msprobe.core.run_ut.replay_common import (

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from msprobe.core.events import Call
+from msprobe.core.contract import Call
 from msprobe.core.free_benchmark import FrameworkBenchmarkOps, Skip
-from msprobe.core.tree import map_tensors, tensors_in
+from msprobe.core.services.tree import map_tensors, tensors_in
 from msprobe.pytorch.tasks.perturb import PERTURBATIONS
 
 

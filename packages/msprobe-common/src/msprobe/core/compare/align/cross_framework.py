@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from msprobe.core.compare.align.framework_map import FrameworkMap, builtin
 from msprobe.core.compare.read import TOP_LAYER, CompareError, DumpFile, Row, UserMaps, read_construct
-from msprobe.core.naming import parse_name
+from msprobe.core.lifecycle.naming import parse_name
 
 
 @dataclass

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from msprobe.core.compare.align.cross_framework import CrossFramework
 from msprobe.core.compare.read import Row, structure
-from msprobe.core.naming import parse_name
+from msprobe.core.lifecycle.naming import parse_name
 
 _MAX_EDIT_DISTANCE = 4000  # beyond this the quadratic trace of Myers costs more than difflib
 

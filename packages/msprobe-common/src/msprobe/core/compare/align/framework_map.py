@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from msprobe.core.naming import parse_name
+from msprobe.core.lifecycle.naming import parse_name
 
 DATA_FILE = Path(__file__).with_name("framework_map.json")
 SIGNATURES_FILE = Path(__file__).with_name("framework_signatures.json")

@@ -26,8 +26,8 @@ from msprobe.core.compare.judge.metrics import compare_tensors
 from msprobe.core.compare.judge.rounding import FORWARD_SLACK
 from msprobe.core.compare.judge.verdict import RowResult
 from msprobe.core.compare.read import DumpFile, TensorSpec, flatten_entry, tensor_path
-from msprobe.core.fileio import atomic_write_text
-from msprobe.core.naming import parse_name
+from msprobe.core.services.fileio import atomic_write_text
+from msprobe.core.lifecycle.naming import parse_name
 
 LOCAL, INHERITED, MIXED = "local", "inherited", "mixed"
 KERNEL, DTYPE = "kernel", "dtype"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from msprobe.core.compare.judge.verdict import RowResult
-from msprobe.core.naming import FORWARD, parse_name
+from msprobe.core.lifecycle.naming import FORWARD, parse_name
 
 FEW_VALUES = 3  # a normalisation over at most this many values per group is ill-conditioned
 DEFAULT_EPS = 1e-5  # where the dump does not record it (MindSpore's BatchNorm primitive keeps it an attribute)

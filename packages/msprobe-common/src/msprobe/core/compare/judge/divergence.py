@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from msprobe.core.compare.judge.verdict import DIFFERENT, RowResult, note_entering, scalar_value
-from msprobe.core.naming import BACKWARD, FORWARD, parse_name
+from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, parse_name
 
 OPTIMIZER_DIRS = ("torch/optim/", "mindspore/nn/optim")
 FORWARD_KIND, BACKWARD_KIND, OPTIMIZER_KIND = "forward", "backward", "optimizer"

@@ -18,7 +18,7 @@ from msprobe.core.compare.judge.conditioning import ill_conditioned
 from msprobe.core.compare.judge.metrics import stat_of
 from msprobe.core.compare.judge.verdict import RowResult, judge_amplified, judge_excess
 from msprobe.core.compare.read import STAT_KEYS, Row
-from msprobe.core.naming import BACKWARD, FORWARD, parse_name
+from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, parse_name
 
 UNITS = {
     "float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8,

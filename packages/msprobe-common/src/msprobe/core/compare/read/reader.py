@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msprobe.core import jsonfile
+from msprobe.core.services import jsonfile
 from msprobe.core.dump.json_files import TENSOR_DIR
-from msprobe.core.jsonfile import MiB
+from msprobe.core.services.jsonfile import MiB
 
 MODES = ("tensor", "summary", "md5")
 

@@ -23,8 +23,8 @@ import numpy as np
 from msprobe.core.compare.read.reader import CompareError, DumpFile, read_dump, read_stack, tensor_path
 from msprobe.core.compare.read.rows import STAT_KEYS, is_tensor
 from msprobe.core.compare.read.tensorfile import TensorSpec
-from msprobe.core.log import logger
-from msprobe.core.naming import FORWARD, api_name, parse_name
+from msprobe.core.services.log import logger
+from msprobe.core.lifecycle.naming import FORWARD, api_name, parse_name
 
 # How to load a value's array: ["file", path or None, shape, dtype] | ["concat", axis, [sources]]
 # | ["reduce", op, [sources]]. Plain lists, so a merged dump.json value stays JSON and picklable.

@@ -33,7 +33,7 @@ from msprobe.core.compare.judge import (
     worst_rows,
 )
 from msprobe.core.compare.report.escape import script_literal
-from msprobe.core.fileio import atomic_write_text
+from msprobe.core.services.fileio import atomic_write_text
 
 HTML_MAX_ROWS = 20_000
 CHART_POINTS = 2_000

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from msprobe.core.log import logger
+from msprobe.core.services.log import logger
 
 
 def _size(stream: Any) -> os.terminal_size | None:

@@ -17,8 +17,8 @@ from msprobe.core.compare.report.table import (
     row_cells,
 )
 from msprobe.core.compare.report.xlsx import write_xlsx
-from msprobe.core.fileio import write_csv
-from msprobe.core.log import logger
+from msprobe.core.services.fileio import write_csv
+from msprobe.core.services.log import logger
 
 
 def write_reports(
