@@ -1,5 +1,5 @@
-"""Write ``msprobe/core/framework_signatures.json``: the parameter names of every MindSpore API msprobe records
-and of its PyTorch counterpart, read from the installed frameworks.
+"""Write ``msprobe/core/compare/align/framework_signatures.json``: the parameter names of every MindSpore API
+msprobe records and of its PyTorch counterpart, read from the installed frameworks.
 
 The cross-framework compare pairs a MindSpore argument with the PyTorch argument of the same meaning
 (``LayerNorm(input_x, gamma, beta)``'s ``gamma`` is ``layer_norm(input, normalized_shape, weight, bias)``'s
@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "packages" / "msprobe-common" / "src" / "msprobe" / "core" / "framework_signatures.json"
+OUT = ROOT / "packages" / "msprobe-common" / "src" / "msprobe" / "core" / "compare" / "align"
+OUT = OUT / "framework_signatures.json"
 _DOC_HEAD = re.compile(r"^\s*(?:\.\. function:: )?([A-Za-z_][\w.]*)\((.*?)\)\s*->", re.M)
 _DOC_INPUT = re.compile(r"^\s*-\s+\*\*(\w+)\*\*", re.M)
 
@@ -121,7 +122,7 @@ def generate() -> dict:
     import mindspore
     import torch
 
-    from msprobe.core.framework_map import builtin
+    from msprobe.core.compare.align.framework_map import builtin
     from msprobe.mindspore.hooks.catalog import api_targets
 
     fmap = builtin()

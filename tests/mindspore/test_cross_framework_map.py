@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from msprobe.core.framework_map import builtin, torch_api_for
+from msprobe.core.compare.align.framework_map import builtin, torch_api_for
 from msprobe.mindspore.hooks.catalog import api_targets
 
 _NAMESPACES = {"Torch": torch, "Functional": F, "Tensor": torch.Tensor, "Distributed": torch.distributed}
@@ -67,7 +67,7 @@ def test_shipped_signatures_are_the_installed_frameworks():
 
 def test_layer_norm_primitive_pairs_by_name():
     """LayerNorm(input_x, gamma, beta) against layer_norm(input, normalized_shape, weight, bias, eps)."""
-    from msprobe.core.framework_map import torch_suffix_for
+    from msprobe.core.compare.align.framework_map import torch_suffix_for
 
     assert list(inspect.signature(ops.LayerNorm.__call__).parameters)[1:] == ["input_x", "gamma", "beta"]
     assert list(inspect.signature(F.layer_norm).parameters)[2:4] == ["weight", "bias"]

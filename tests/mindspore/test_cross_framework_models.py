@@ -280,7 +280,7 @@ def dumps(tmp_path_factory) -> dict[tuple[str, str, str], tuple[Path, Path]]:
 
 def tensor_values(dump_json: Path) -> dict[str, np.ndarray]:
     """Row name → the saved tensor (numpy for MindSpore's .npy, torch.load for PyTorch's .pt)."""
-    from msprobe.core.compare.rows import flatten_entry
+    from msprobe.core.compare.read.rows import flatten_entry
 
     data = json.loads(dump_json.read_text())["data"]
     out = {}

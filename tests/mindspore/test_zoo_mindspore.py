@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "common"))
 from dump_json import tensor_records  # noqa: E402
 from zoo_ms import FAULTED, ZOO, dump_one_step, in_layer, train  # noqa: E402
 
-from msprobe.core.compare.align import without_wrappers  # noqa: E402
+from msprobe.core.compare.align.entries import without_wrappers  # noqa: E402
 from msprobe.mindspore import PrecisionDebugger, compare  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -39,9 +39,9 @@ from torch_models import dump_one_step
 from msprobe.core import cli
 from msprobe.core.compare import CompareError
 from msprobe.core.compare.api import compare_api
-from msprobe.core.compare.attribution import CONFIG_NAME, INHERITED, LOCAL, PARTS
-from msprobe.core.compare.table import ATTRIBUTION
-from msprobe.core.compare.tensorfile import TensorSpec, load_npy
+from msprobe.core.compare.judge.attribution import CONFIG_NAME, INHERITED, LOCAL, PARTS
+from msprobe.core.compare.read.tensorfile import TensorSpec, load_npy
+from msprobe.core.compare.report.table import ATTRIBUTION
 from msprobe.core.config import load_config
 from msprobe.pytorch.compare import compare
 from msprobe.pytorch.run_ut.attribution import TorchReplay

@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch_models import dump_one_step
 
-from msprobe.core.compare.ptfile import read_plain_pt
-from msprobe.core.compare.tensorfile import TensorFileError, TensorSpec
+from msprobe.core.compare.read.ptfile import read_plain_pt
+from msprobe.core.compare.read.tensorfile import TensorFileError, TensorSpec
 from msprobe.pytorch.compare import compare
 from msprobe.pytorch.tensor_files import load_pt
 

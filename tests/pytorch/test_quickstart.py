@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from msprobe.core.compare.engine import CompareOptions
+from msprobe.core.compare.pipeline import CompareOptions
 from msprobe.core.graph import run_graph
 from msprobe.core.graph.vis import EXCESS_BANDS
 from msprobe.pytorch.tensor_files import load_pt

@@ -18,7 +18,7 @@ import pytest
 
 from msprobe.core import cli
 from msprobe.core.compare.api import run_compare
-from msprobe.core.compare.engine import CompareOptions
+from msprobe.core.compare.pipeline import CompareOptions
 from msprobe.pytorch.tensor_files import load_pt
 
 SCRIPT = Path(__file__).parent / "scripts" / "tp_dump.py"

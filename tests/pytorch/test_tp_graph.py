@@ -22,7 +22,7 @@ import torch
 
 from msprobe.core import cli
 from msprobe.core.compare.api import run_compare
-from msprobe.core.compare.engine import CompareOptions
+from msprobe.core.compare.pipeline import CompareOptions
 from msprobe.core.graph import run_graph
 from msprobe.core.graph.compare import TENSOR
 from msprobe.core.graph.vis import BANDS, EXCESS_BANDS, GREY, color_of

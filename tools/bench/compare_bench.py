@@ -142,7 +142,7 @@ def make_stat_dump(rank_dir: Path, calls: int, noise: float, seed: int) -> Path:
 def report_rows(root: Path, mode: str, rows: int) -> tuple[list[str], list[tuple[list[Any], str]], set[str]]:
     """(header, rows of (cells, highlight), percent columns) of a real comparison, as report.py passes them."""
     from msprobe.core.compare import CompareOptions, compare_dumps
-    from msprobe.core.compare.table import PERCENT_COLUMNS, columns, row_cells
+    from msprobe.core.compare.report.table import PERCENT_COLUMNS, columns, row_cells
     from msprobe.pytorch.tensor_files import load_pt
 
     calls = 1000 if mode == "tensor" else rows // 2
@@ -157,11 +157,11 @@ def report_rows(root: Path, mode: str, rows: int) -> tuple[list[str], list[tuple
 
 def xlsxwriter_write(path: Path, header: list[str], rows: Any, percent_columns: set[str],
                      max_rows: int = 1_048_576) -> int:
-    """What ``report_xlsx.write_xlsx`` writes, written by XlsxWriter in constant-memory mode. Numbers go
+    """What ``report.xlsx.write_xlsx`` writes, written by XlsxWriter in constant-memory mode. Numbers go
     through a float whose ``__format__`` is ``repr``: XlsxWriter writes ``%.16G``, one digit short."""
     import xlsxwriter
 
-    from msprobe.core.compare.report_xlsx import _NOT_XML, PERCENT_FORMAT
+    from msprobe.core.compare.report.xlsx import _NOT_XML, PERCENT_FORMAT
 
     class Exact(float):
         def __format__(self, spec: str) -> str:
@@ -195,7 +195,7 @@ def xlsxwriter_write(path: Path, header: list[str], rows: Any, percent_columns: 
 
 
 def baseline_module(rev: str, name: str) -> ModuleType:
-    """The module ``msprobe.core.compare.<name>`` as git revision ``rev`` had it."""
+    """The module ``msprobe/core/compare/<name>.py`` as git revision ``rev`` had it (``report/progress``)."""
     path = f"packages/msprobe-common/src/msprobe/core/compare/{name}.py"
     source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=Path(__file__).resolve().parents[2], check=True,
                             capture_output=True, text=True).stdout
@@ -278,15 +278,15 @@ def bench_progress(progress_class: Any, advances: int, where: Any) -> float:
 
 
 def bench_reports(sizes: list[int], rev: str) -> None:
-    from msprobe.core.compare import progress, report_xlsx
+    from msprobe.core.compare.report import progress, xlsx
 
-    writers = {"ours": report_xlsx.write_xlsx, "XlsxWriter": xlsxwriter_write}
+    writers = {"ours": xlsx.write_xlsx, "XlsxWriter": xlsxwriter_write}
     try:
         import xlsxwriter  # noqa: F401
     except ImportError:
         print("XlsxWriter is not installed: timing ours alone")
         del writers["XlsxWriter"]
-    bars = {f"ours@{rev}": baseline_module(rev, "progress").Progress, "tqdm": progress.Progress}
+    bars = {f"ours@{rev}": baseline_module(rev, "report/progress").Progress, "tqdm": progress.Progress}
     print(f"{'part':>8} {'mode':>8} {'rows':>7} {'writer':>14} {'seconds':>8} {'peak MiB':>9} {'file MiB':>9}")
     for rows in sizes:
         for mode in ("tensor", "summary"):

@@ -78,7 +78,7 @@ def run_ut_dump(root: Path, layers: int) -> Path:
 
 def compare_job(npu: Path, bench: Path, out: Path, engine: str, workers: int) -> None:
     from msprobe.core.compare import CompareOptions, compare_dumps
-    from msprobe.core.compare.tensorfile import load_npy
+    from msprobe.core.compare.read.tensorfile import load_npy
     from msprobe.core.engine import EngineChoice
 
     compare_dumps(npu, bench, out, load_npy, options=CompareOptions(workers=workers, progress=False,

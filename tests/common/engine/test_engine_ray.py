@@ -27,12 +27,13 @@ import pytest
 
 from msprobe.core.compare import CompareOptions
 from msprobe.core.compare.distributed import DistributedResult, RankSummary, compare_steps
-from msprobe.core.compare.engine import compare_dumps
-from msprobe.core.compare.tensorfile import load_npy
+from msprobe.core.compare.pipeline import compare_dumps
+from msprobe.core.compare.read.tensorfile import load_npy
 from msprobe.core.engine import EngineChoice
 
 ray = pytest.importorskip("ray")
-sys.path.insert(0, str(Path(__file__).parents[1]))  # test_compare_engine's dump writer (importlib mode)
+sys.path.insert(0, str(Path(__file__).parents[1]))  # ray_driver (importlib mode)
+sys.path.insert(0, str(Path(__file__).parents[1] / "compare"))  # test_compare_engine's dump writer
 import ray_driver  # noqa: E402
 from test_compare_engine import write_dump  # noqa: E402
 
@@ -297,7 +298,7 @@ def test_the_actor_pool_grows_with_the_backlog_to_its_bound_and_survives_a_dead_
 
 
 def test_a_units_own_error_is_raised_as_on_the_local_engine(dumps, local_ray, tmp_path):
-    from msprobe.core.compare.reader import CompareError
+    from msprobe.core.compare.read.reader import CompareError
 
     root = Path(dumps["statistics"]).parent
     broken = tmp_path / "npu" / "step0"

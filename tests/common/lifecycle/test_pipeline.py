@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from msprobe.core.compare.api import compare_api
-from msprobe.core.compare.rows import flatten_entry
-from msprobe.core.compare.tensorfile import TensorSpec, load_npy
+from msprobe.core.compare.read.rows import flatten_entry
+from msprobe.core.compare.read.tensorfile import TensorSpec, load_npy
 from msprobe.core.config import load_debugger_config
 from msprobe.core.dump.json_files import read_json, step_dir
 from msprobe.core.lifecycle.debugger import BaseDebugger

@@ -67,6 +67,13 @@ def test_common_alone_gives_a_working_msprobe_command(tmp_path):
         capture_output=True, text=True, timeout=120,
     )
     assert imports.stdout.split() == ["False", "False"], imports.stderr
+    data = subprocess.run(  # package data the wheel must carry: the compare page's CSS and JS, the framework map
+        [str(python), "-c", "from msprobe.core.compare.report.html import page_asset;"
+         "from msprobe.core.compare.align import builtin;"
+         "print(bool(page_asset('page.css')), bool(page_asset('page.js')), bool(builtin().apis))"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert data.stdout.split() == ["True", "True", "True"], data.stderr
 
 
 CORE = PACKAGES / "msprobe-common" / "src" / "msprobe" / "core"

@@ -106,11 +106,14 @@ class TensorRecord:
     # A shard of a distributed tensor: its layout (placements, mesh, coordinate, global shape), written
     # as the member ``dtensor`` after 1.1.1's members, which its readers ignore (docs/pytorch/distributed.md).
     dtensor: dict | None = None
+    # The output of an API that returns uninitialised memory (msprobe.core.dump.uninitialised): the member
+    # ``uninitialised``, also ignored by 1.1.1's readers (docs/compare.md#uninitialised-values).
+    uninitialised: bool = False
 
     def json_text(self) -> str:
         """The dump.json value: members in the order msprobe 1.1.1 writes them (``type``, ``dtype``,
         ``shape``, the statistics, ``requires_grad``, the finite extremes, ``md5``, ``data_name``), then
-        our extension ``dtensor``."""
+        our extensions ``dtensor`` and ``uninitialised``."""
         statistics, extremes = (self.stats or _NO_STATS).json_members()
         text = _head(self.type_name, self.dtype, self.shape) + statistics
         if self.requires_grad is not None:
@@ -122,6 +125,8 @@ class TensorRecord:
             text += f', "data_name": {json.dumps(self.data_name)}'
         if self.dtensor is not None:
             text += f', "dtensor": {json.dumps(self.dtensor)}'
+        if self.uninitialised:
+            text += ', "uninitialised": true'
         return text + "}"
 
 

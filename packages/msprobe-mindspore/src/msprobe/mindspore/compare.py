@@ -1,9 +1,9 @@
 """``compare`` and ``compare_distributed`` for MindSpore dumps: the core engine with a ``.npy`` loader.
 
-The loader is :func:`msprobe.core.compare.tensorfile.load_npy`: it never unpickles, and checks each
+The loader is :func:`msprobe.core.compare.read.tensorfile.load_npy`: it never unpickles, and checks each
 file's header against dump.json's shape and dtype, and against the file's size, before reading data.
 A PyTorch bench (cross-framework compare, docs/cross_framework_compare.md) has ``.pt`` files: those
-are read by :func:`msprobe.core.compare.ptfile.read_plain_pt`, without torch.
+are read by :func:`msprobe.core.compare.read.ptfile.read_plain_pt`, without torch.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 
 from msprobe.core.compare.api import compare_api, compare_distributed_api
-from msprobe.core.compare.ptfile import NotPlain, read_plain_pt
-from msprobe.core.compare.tensorfile import NO_SPEC, TensorFileError, TensorSpec, load_npy
+from msprobe.core.compare.read import NO_SPEC, NotPlain, TensorFileError, TensorSpec, load_npy, read_plain_pt
 
 __all__ = ["compare", "compare_distributed", "load_npy", "load_tensor"]
 

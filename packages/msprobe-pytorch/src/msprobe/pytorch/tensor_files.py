@@ -1,6 +1,6 @@
 """Tensors between torch and numpy for every PyTorch reader: ``.pt`` files of a dump, replay outputs.
 
-The PyTorch side of :mod:`msprobe.core.compare.ptfile`: a dump's ``.pt`` files are read without torch
+The PyTorch side of :mod:`msprobe.core.compare.read.ptfile`: a dump's ``.pt`` files are read without torch
 when they are plain tensors (the common, fast case) and through ``torch.load(weights_only=True)``
 otherwise; neither runs pickled code. Both paths check the tensor against dump.json's shape and dtype
 and against the bytes the file stores before any element is copied (docs/compare.md). compare, graph,
@@ -15,8 +15,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from msprobe.core.compare.ptfile import NotPlain, check_archive, read_plain_pt
-from msprobe.core.compare.tensorfile import NO_SPEC, TensorFileError, TensorSpec, check_tensor
+from msprobe.core.compare.read import (
+    NO_SPEC,
+    NotPlain,
+    TensorFileError,
+    TensorSpec,
+    check_archive,
+    check_tensor,
+    read_plain_pt,
+)
 
 if TYPE_CHECKING:  # torch is imported when a tensor is read: `msprobe.pytorch` imports this module eagerly
     import torch

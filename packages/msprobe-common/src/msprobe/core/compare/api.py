@@ -11,13 +11,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.compare.attribution import Replay
 from msprobe.core.compare.distributed import DistributedResult, compare_merged, compare_steps, needs_merge
-from msprobe.core.compare.engine import CompareOptions, TensorLoader, check_attribute, check_workers, compare_dumps
-from msprobe.core.compare.mapfiles import read_user_maps
-from msprobe.core.compare.reader import CompareError, read_mapping
-from msprobe.core.compare.result import CompareResult
-from msprobe.core.compare.shards import NO_LAYOUT, Layout
+from msprobe.core.compare.judge import CompareResult, Replay
+from msprobe.core.compare.pipeline import CompareOptions, TensorLoader, check_attribute, check_workers, compare_dumps
+from msprobe.core.compare.read import NO_LAYOUT, CompareError, Layout, read_mapping, read_user_maps
 
 _KEYS = {"npu_path": ("npu_json_path", "npu_path"), "bench_path": ("bench_json_path", "bench_path"),
          "stack_path": ("stack_json_path", "stack_path")}
@@ -87,7 +84,7 @@ def compare_api(loader: TensorLoader, input_param: dict[str, Any], output_path: 
                 replay: Replay | None = None, api_mapping: str | os.PathLike | bool | None = None,
                 cell_mapping: str | os.PathLike | bool | None = None,
                 layer_mapping: str | os.PathLike | bool | None = None) -> CompareResult | DistributedResult:
-    """``attribute``: replay the first N diverging APIs with ``replay`` (:mod:`.attribution`); 0: none.
+    """``attribute``: replay the first N diverging APIs with ``replay`` (:mod:`.judge.attribution`); 0: none.
     ``api_mapping``/``cell_mapping``/``layer_mapping``: 1.1.1's ``-am``/``-cm``/``-lm``, a yaml path or True
     (a MindSpore/PyTorch pair is recognised without them: docs/cross_framework_compare.md)."""
     mapping = read_mapping(data_mapping) if isinstance(data_mapping, (str, os.PathLike)) else dict(data_mapping or {})

@@ -13,16 +13,21 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from msprobe.core.cli import Command
 from msprobe.core.compare.api import input_paths, layout_of, run_compare
-from msprobe.core.compare.attribution import DEFAULT_LIMIT, Replay
-from msprobe.core.compare.engine import CompareOptions, TensorLoader, check_workers
-from msprobe.core.compare.escape import printable
-from msprobe.core.compare.mapfiles import read_user_maps
-from msprobe.core.compare.reader import INPUT_MAX_BYTES, CompareError, load_json_file, read_mapping
-from msprobe.core.compare.shards import Layout
+from msprobe.core.compare.judge import DEFAULT_LIMIT, Replay
+from msprobe.core.compare.pipeline import CompareOptions, TensorLoader, check_workers
+from msprobe.core.compare.read import (
+    INPUT_MAX_BYTES,
+    CompareError,
+    Layout,
+    load_json_file,
+    read_mapping,
+    read_user_maps,
+)
+from msprobe.core.compare.report import printable
 from msprobe.core.engine import EngineError, add_engine_flags, choice_from_args, open_engine
 from msprobe.core.services.log import logger
-from msprobe.core.services.plugin import Command
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -86,7 +91,7 @@ def _attribute(text: str) -> int:
 def compare_command(loader_factory: Callable[[], TensorLoader],
                     replay_factory: Callable[[], Replay] | None = None) -> Command:
     """The ``compare`` command; ``loader_factory`` imports the framework lazily and returns its loader;
-    ``replay_factory`` likewise its replay, which adds ``--attribute`` (:mod:`.attribution`)."""
+    ``replay_factory`` likewise its replay, which adds ``--attribute`` (:mod:`.judge.attribution`)."""
 
     def configure(parser: argparse.ArgumentParser) -> None:
         _configure(parser)

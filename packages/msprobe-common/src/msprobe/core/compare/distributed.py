@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from msprobe.core.compare.divergence import Divergence
-from msprobe.core.compare.engine import (
+from msprobe.core.compare.judge import CompareResult, Divergence
+from msprobe.core.compare.pipeline import (
     CompareOptions,
     TensorLoader,
     check_workers,
@@ -26,10 +26,8 @@ from msprobe.core.compare.engine import (
     compare_read,
     default_workers,
 )
-from msprobe.core.compare.escape import csv_row, printable
-from msprobe.core.compare.reader import CompareError, DumpFile, read_dump, read_stack
-from msprobe.core.compare.result import CompareResult
-from msprobe.core.compare.shards import Layout, read_merged
+from msprobe.core.compare.read import CompareError, DumpFile, Layout, read_dump, read_merged, read_stack
+from msprobe.core.compare.report import csv_row, printable
 from msprobe.core.engine import open_engine
 from msprobe.core.services.fileio import make_dir, write_csv
 from msprobe.core.services.log import logger
@@ -149,7 +147,7 @@ def needs_merge(npu: Path, bench: Path, layout: Layout) -> bool:
 
 def read_merged_sides(npu: Path, bench: Path, layout: Layout) -> tuple[DumpFile, DumpFile]:
     """The two sides of a merged comparison, NPU first: the multi-rank side merged into one dump
-    (compare.shards), the one-rank side as it is; each with its stack.json (the graph shows both sides' stacks)."""
+    (compare.read.shards), the one-rank side as it is; each with its stack.json (the graph shows both sides' stacks)."""
     sides = {"npu_path": side_ranks(npu, "npu_path"), "bench_path": side_ranks(bench, "bench_path")}
     several = [what for what, ranks in sides.items() if len(ranks) > 1]
     if len(several) != 1 and not layout.stated:
@@ -167,7 +165,7 @@ def read_merged_sides(npu: Path, bench: Path, layout: Layout) -> tuple[DumpFile,
 
 def compare_merged(npu: Path, bench: Path, output_dir: str | os.PathLike, loader: TensorLoader,
                    options: CompareOptions, layout: Layout) -> CompareResult:
-    """A multi-rank step against a one-rank dump: the ranks are merged into one dump (compare.shards) and
+    """A multi-rank step against a one-rank dump: the ranks are merged into one dump (compare.read.shards) and
     compared as one; the rows say which ranks each merged value came from."""
     npu_dump, bench_dump = read_merged_sides(npu, bench, layout)
     return compare_read(npu_dump, bench_dump, output_dir, loader, options)

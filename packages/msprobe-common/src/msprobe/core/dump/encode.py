@@ -17,6 +17,7 @@ import numpy as np
 
 from msprobe.core.contract import NOT_HANDLED, TensorAdapter, TensorRecord, TensorStats
 from msprobe.core.dump.json_files import quoted
+from msprobe.core.dump.uninitialised import outputs_uninitialised
 from msprobe.core.services.log import logger
 
 Leaf = Callable[[Any, tuple], Any]
@@ -118,6 +119,7 @@ class EntryEncoder:
             value = (value,)
         adapter, handles, save = self.adapter, self._handles, self.save
         produced = part == "output"  # what the call made: reused if met again unchanged (next call's input)
+        uninitialised = produced and outputs_uninitialised(entry)  # empty_like & co: whatever memory held
 
         def leaf(item: Any, path: tuple) -> Any:
             if not adapter.is_tensor(item):
@@ -134,6 +136,7 @@ class EntryEncoder:
                 record.md5 = adapter.checksum(item, produced)
             if save is not None:
                 record.data_name = save(item, entry, part, path)
+            record.uninitialised = record.uninitialised or uninitialised
             return record
 
         return encode_value(value, leaf)

@@ -10,15 +10,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from msprobe.core.cli import Command
 from msprobe.core.compare.command import add_layout_flags
-from msprobe.core.compare.engine import CompareOptions, TensorLoader
-from msprobe.core.compare.escape import printable
-from msprobe.core.compare.mapfiles import read_user_maps
-from msprobe.core.compare.reader import CompareError, read_mapping
-from msprobe.core.compare.shards import Layout
+from msprobe.core.compare.pipeline import CompareOptions, TensorLoader
+from msprobe.core.compare.read import CompareError, Layout, read_mapping, read_user_maps
+from msprobe.core.compare.report import printable
 from msprobe.core.engine import EngineError, add_engine_flags, choice_from_args, open_engine
 from msprobe.core.services.log import logger
-from msprobe.core.services.plugin import Command
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:

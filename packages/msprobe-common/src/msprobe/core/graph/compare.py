@@ -1,9 +1,9 @@
 """Compare two graphs: pair their nodes and give each NPU node its precision index (1.1.1's meaning).
 
 Nothing is matched or measured here: the two dumps' entries are paired by the compare pipeline's aligner
-and measured by its metrics (``compare.engine.build_results`` / ``judge_results``), and this module reads
+and measured by its metrics (``compare.pipeline.build_results`` / ``judge_results``), and this module reads
 those rows back onto the nodes: the match of each node, 1.1.1's ``precision_index`` and the
-``rounding_excess`` the colours follow (:mod:`msprobe.core.compare.rounding`). The rules:
+``rounding_excess`` the colours follow (:mod:`msprobe.core.compare.judge.rounding`). The rules:
 docs/graph.md#compare-matching-and-the-precision-index.
 """
 
@@ -13,11 +13,19 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from msprobe.core.compare.divergence import OPTIMIZER_KIND, Divergence, entry_kind, first_divergence
-from msprobe.core.compare.engine import CompareOptions, TensorLoader, build_results, check_modes, judge_results
-from msprobe.core.compare.metrics import stat_diff, stat_of
-from msprobe.core.compare.reader import DumpFile
-from msprobe.core.compare.verdict import PASS, STAT_KEYS, RowResult
+from msprobe.core.compare.judge import (
+    OPTIMIZER_KIND,
+    PASS,
+    Divergence,
+    RowResult,
+    differing_arguments,
+    entry_kind,
+    first_divergence,
+    stat_diff,
+    stat_of,
+)
+from msprobe.core.compare.pipeline import CompareOptions, TensorLoader, build_results, check_modes, judge_results
+from msprobe.core.compare.read import STAT_KEYS, DumpFile
 from msprobe.core.graph.tree import ROOT, Graph, Node
 from msprobe.core.services.log import logger
 
@@ -60,6 +68,9 @@ def compare_graphs(npu_graph: Graph, bench_graph: Graph, npu: DumpFile, bench: D
             node.excess = None if entry_kind(node.id, stacks) == OPTIMIZER_KIND else _excess(rows_of.get(node.id, []))
             node.row_fields = {r.npu.name: _row_fields(mode, r) for r in rows_of.get(node.id, [])
                                if r.npu is not None and r.bench is not None}
+            arguments = differing_arguments(rows_of.get(node.id, []))
+            if arguments:  # the call itself differs: the node is an origin (docs/compare.md)
+                node.data["arguments_differ"] = ", ".join(arguments)
             amplified = [r.amplified_by for r in rows_of.get(node.id, []) if r.amplified]
             if amplified:
                 node.data["rounding_amplified_by"] = amplified[0]
@@ -93,7 +104,7 @@ def _match(npu_graph: Graph, bench_graph: Graph, partner_of: dict[str, str]) -> 
 
 
 def _index(mode: str, rows: list[RowResult]) -> float:
-    paired = [r for r in rows if r.npu is not None and r.bench is not None]
+    paired = [r for r in rows if r.npu is not None and r.bench is not None and not r.uninitialised]
     if mode == MD5:
         return 0.0 if any(r.failed for r in paired) else 1.0
     if mode == TENSOR:
@@ -112,7 +123,7 @@ def _index(mode: str, rows: list[RowResult]) -> float:
 
 def _excess(rows: list[RowResult]) -> float | None:
     """The largest rounding excess of the outputs and of the inputs no recorded call produced; a row computed
-    from an ill-conditioned op counts up to 1 at most, as the first divergence counts it (compare.conditioning)."""
+    from an ill-conditioned op counts up to 1 at most, as the first divergence counts it (judge.conditioning)."""
     known = [1.0 if r.amplified else r.excess for r in rows if r.excess is not None
              and r.npu is not None and r.bench is not None and (r.part == "output" or r.entering)]
     return max(known, default=None)

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from msprobe.core.compare.distributed import needs_merge
-from msprobe.core.compare.reader import INPUT_MAX_BYTES, CompareError, load_json_file
-from msprobe.core.compare.shards import NO_LAYOUT, Layout
+from msprobe.core.compare.read import INPUT_MAX_BYTES, NO_LAYOUT, CompareError, Layout, load_json_file
 from msprobe.core.dump.json_files import TENSOR_DIR
 
 ALLOWED_KEYS = ("npu_path", "bench_path", "is_print_compare_log", "tp", "pp")

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-from msprobe.core.compare.metrics import stat_of
-from msprobe.core.compare.rows import flatten_entry
+from msprobe.core.compare.judge import stat_of
+from msprobe.core.compare.read import flatten_entry
 from msprobe.core.graph.tree import Graph
 
 CRITICAL, HIGH, MEDIUM = "critical", "high", "medium"

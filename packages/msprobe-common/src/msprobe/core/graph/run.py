@@ -1,6 +1,6 @@
 """One ``graph`` run: for each rank directory, read the dump, build the graph (and compare it), mark
 overflows, and write the ``.vis`` document and its HTML view side by side. A merged job reads the ranks
-of a step as one dump first (compare.shards, as compare does; docs/pytorch/distributed_compare.md)."""
+of a step as one dump first (compare.read.shards, as compare does; docs/pytorch/distributed_compare.md)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from msprobe.core.compare.distributed import read_merged_sides, side_ranks
-from msprobe.core.compare.engine import CompareOptions, TensorLoader
-from msprobe.core.compare.reader import DumpFile, read_construct, read_dump, read_stack
-from msprobe.core.compare.shards import NO_LAYOUT, Layout, merge_constructs, read_merged
+from msprobe.core.compare.pipeline import CompareOptions, TensorLoader
+from msprobe.core.compare.read import (
+    NO_LAYOUT,
+    DumpFile,
+    Layout,
+    merge_constructs,
+    read_construct,
+    read_dump,
+    read_merged,
+    read_stack,
+)
 from msprobe.core.dump.json_files import write_json_atomic
 from msprobe.core.graph import html
 from msprobe.core.graph.compare import compare_graphs
@@ -48,7 +56,7 @@ def _sides(job: Job, layout: Layout) -> tuple[DumpFile, DumpFile | None]:
 
 
 def _construct(side: Path, dump: DumpFile, merged: bool, layout: Layout) -> dict[str, str | None]:
-    """construct.json of one side; a merged side's from its ranks' (compare.shards.merge_constructs)."""
+    """construct.json of one side; a merged side's from its ranks' (compare.read.shards.merge_constructs)."""
     ranks = side_ranks(compare_path(side), str(side)) if merged else {}
     if len(ranks) < 2:
         return read_construct(dump)

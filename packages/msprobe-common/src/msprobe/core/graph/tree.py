@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from msprobe.core.compare.divergence import stack_of
+from msprobe.core.compare.judge import stack_of
 from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, MODULE_KINDS, parse_name
 
 ROOT = "DefaultModel"
@@ -34,7 +34,7 @@ class Node:
     micro_step: int | None = None
     # filled by the compare (graph.compare) and the overflow marking (graph.overflow)
     index: float | None = None  # precision index: 0 best, 1 worst (md5: 1 same, 0 different)
-    excess: float | None = None  # the compare's rounding excess (compare.rounding): above 1 beyond rounding
+    excess: float | None = None  # the compare's rounding excess (compare.judge.rounding): above 1 beyond rounding
     data: dict = field(default_factory=dict)  # .vis "data": precision_index, Result, overflow_level
     row_fields: dict[str, dict] = field(default_factory=dict)  # row name -> its compare columns
     matched: list[str] = field(default_factory=list)  # the matched node's path in the other graph

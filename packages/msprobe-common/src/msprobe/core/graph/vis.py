@@ -17,8 +17,7 @@ import json
 import math
 from typing import Any
 
-from msprobe.core.compare.rows import flatten_entry
-from msprobe.core.compare.shards import SHARDS, SOURCE, describe
+from msprobe.core.compare.read import SHARDS, SOURCE, flatten_entry, merge_note
 from msprobe.core.graph.compare import MD5, SUMMARY, TENSOR
 from msprobe.core.graph.tree import API, MODULE, Graph, Node
 
@@ -58,7 +57,7 @@ SUGGESTIONS = {
 _HIDDEN = ("requires_grad", SOURCE, SHARDS)  # not shown in a node: 1.1.1 does not; merge bookkeeping
 
 
-# The view's colours by the first divergence's rule (compare.rounding): (colour, [low, high)) of the node's
+# The view's colours by the first divergence's rule (compare.judge.rounding): (colour, [low, high)) of the node's
 # rounding excess; red only beyond rounding. md5 has no rounding: its nodes keep the index bands.
 EXCESS_BANDS = [("#FFFCF3", [0, 0.5]), ("#FFEDBE", [0.5, 1]), ("#FF704D", [1, math.inf])]
 EXCESS_DESCRIPTION = ("the node's largest difference over what rounding in the two runs' dtypes explains (the "
@@ -121,7 +120,7 @@ def arg_fields(value: Any) -> dict:
         fields["data_name"] = value.get("data_name", "-1")
         fields.update({k: v for k, v in value.items() if k not in fields and k not in _HIDDEN})
         if SHARDS in value:
-            fields["merged"] = describe(value)
+            fields["merged"] = merge_note(value)
         return {k: text(v) for k, v in fields.items()}
     if isinstance(value, dict) and "type" in value:
         fields = {k: text(v) for k, v in value.items()}
@@ -137,7 +136,7 @@ def arg_fields(value: Any) -> dict:
 
 
 def mark_merged(graph: Graph) -> None:
-    """``data.merged_ranks`` ("0,1"): the ranks a node's values were merged from (compare.shards); nothing on
+    """``data.merged_ranks`` ("0,1"): the ranks a node's values were merged from (compare.read.shards); nothing on
     the nodes of a dump that was not merged."""
     for node in graph.root.walk():
         rows = flatten_entry(node.id, node.entry) if node.entry is not None else []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from msprobe.core.compare.metrics import relative_errors
+from msprobe.core.compare.judge import relative_errors
 
 
 def finite_pairs(device: np.ndarray, bench: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:

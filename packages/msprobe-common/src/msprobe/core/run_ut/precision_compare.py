@@ -314,6 +314,7 @@ def api_precision_compare(npu_csv: str | os.PathLike, gpu_csv: str | os.PathLike
 
 def main(npu_csv: str, gpu_csv: str, output_dir: str) -> int:
     """The command: 0 at least one output judged, 1 none (a message says why), 2 bad input."""
+
     try:
         result = api_precision_compare(npu_csv, gpu_csv, output_dir)
     except PrecisionCompareError as exc:

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.core.compare.reader import CompareError, DumpFile, load_json_file, read_dump
+from msprobe.core.compare.read import CompareError, DumpFile, load_json_file, read_dump
+from msprobe.core.dump.uninitialised import UNINITIALISED_APIS
 from msprobe.core.run_ut.report import RESULT_COLUMNS, ApiRow, read_done
 
 # The "type" a dump.json gives a tensor value, in either framework.
@@ -32,12 +33,12 @@ TENSOR_TYPES = frozenset({
     "torch.Tensor", "torch.nn.parameter.Parameter", "torch.nn.Parameter",
     "mindspore.Tensor", "mindspore.Parameter", "mindspore.common.parameter.Parameter",
 })
-# Random (or uninitialised) results: two runs cannot agree, whatever the precision.
+# Random (or uninitialised: msprobe.core.dump.uninitialised) results: two runs cannot agree, whatever the precision.
 RANDOM_APIS = frozenset({
     "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "native_dropout",
     "fused_dropout", "rrelu", "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm",
     "bernoulli", "multinomial", "normal", "uniform", "exponential", "geometric", "cauchy", "log_normal", "random",
-    "poisson", "gumbel_softmax", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+    "poisson", "gumbel_softmax", *UNINITIALISED_APIS,
 })
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.core.compare.metrics import cosine
+from msprobe.core.compare.judge import cosine
 from msprobe.core.run_ut import metrics as m
 from msprobe.core.run_ut.standards import ERROR, PASS, SKIP, OutputVerdict, all_metrics, api_status
 

@@ -21,8 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.core.compare.metrics import cosine
-from msprobe.core.compare.rounding import UNITS
+from msprobe.core.compare.judge import UNITS, cosine
 from msprobe.core.run_ut import metrics as m
 
 PASS, WARNING, ERROR, SKIP = "pass", "Warning", "error", "SKIP"

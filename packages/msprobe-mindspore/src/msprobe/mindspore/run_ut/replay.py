@@ -3,7 +3,7 @@ judge each against a high-precision bench (docs/mindspore/run_ut.md).
 
 Every forward entry is run twice from the same input numbers: on the *device* (MindSpore, PyNative, at
 the recorded dtype) and on the *bench* — PyTorch on CPU when torch is importable (the API's counterpart
-from :mod:`msprobe.core.framework_map`), else MindSpore itself — with floating inputs upcast
+from :mod:`msprobe.core.compare.align.framework_map`), else MindSpore itself — with floating inputs upcast
 (float16/bfloat16 → float32, float32 → float64). Outputs are judged by
 :func:`msprobe.core.run_ut.judge_output`, the API by :func:`~msprobe.core.run_ut.api_status`. When the
 dump has the API's backward entry, the input gradients for the recorded output gradients are computed
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.core.compare.reader import CompareError, read_dump
+from msprobe.core.compare.read import CompareError, read_dump
 from msprobe.core.run_ut import ERROR, SKIP, api_status, judge_output
 from msprobe.core.run_ut.drive import check_apis
 from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section

@@ -2,7 +2,7 @@
 (float16/bfloat16 → float32, float32 → float64).
 
 Imported only when the bench is PyTorch (torch is the optional extra ``msprobe-mindspore[run_ut]``).
-The counterpart comes from :func:`msprobe.core.framework_map.torch_api_for` (``Mint.add`` →
+The counterpart comes from :func:`msprobe.core.compare.align.framework_map.torch_api_for` (``Mint.add`` →
 ``torch.add``, ``MintFunctional.relu`` → ``torch.nn.functional.relu``, ``Tensor.astype`` →
 ``torch.Tensor.to``), keyword arguments renamed by the same map (``axis`` → ``dim``).
 """
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from msprobe.core.framework_map import torch_api_for, torch_suffix_for
+from msprobe.core.compare.align import torch_api_for, torch_suffix_for
 from msprobe.core.run_ut.replay_common import Unreplayable
 from msprobe.mindspore.run_ut.sides import Side
 from msprobe.mindspore.run_ut.values import DtypeArg, Leaf

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.core.compare.tensorfile import TensorSpec, load_npy
+from msprobe.core.compare.read import TensorSpec, load_npy
 from msprobe.core.run_ut.replay_common import (
     RunUtError,
     Unreplayable,

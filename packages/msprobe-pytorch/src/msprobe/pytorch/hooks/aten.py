@@ -18,16 +18,14 @@ from torch._C._autograd import _get_sequence_nr
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from msprobe.core.contract import Call, CallSink
+from msprobe.core.dump.uninitialised import UNINITIALISED_APIS
 from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, CallCounter, api_name, parse_name
 from msprobe.core.services.log import logger
 from msprobe.pytorch.hooks.flat import flatten
 from msprobe.pytorch.hooks.interceptor import Interceptor
 
 ATEN = "Aten"
-SKIPPED_OPS = frozenset({
-    "detach", "alias", "lift_fresh", "lift_fresh_copy",
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-})
+SKIPPED_OPS = frozenset({"detach", "alias", "lift_fresh", "lift_fresh_copy", *UNINITIALISED_APIS})
 
 _engine = torch.autograd.Variable._execution_engine
 
@@ -86,6 +84,7 @@ class AtenCapture(TorchDispatchMode):
             self.close()
 
     def unsupported(self, api: str) -> None:
+
         logger.warning(f"{api}: the call built no autograd graph, so it has no backward operators to dump")
 
     def reset_counts(self) -> None:

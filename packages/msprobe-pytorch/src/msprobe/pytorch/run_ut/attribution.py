@@ -1,4 +1,4 @@
-"""PyTorch's half of replay attribution (``compare --attribute``, :mod:`msprobe.core.compare.attribution`).
+"""PyTorch's half of replay attribution (``compare --attribute``, :mod:`msprobe.core.compare.judge.attribution`).
 
 Each suspect is replayed by run_ut's core (:func:`~msprobe.pytorch.run_ut.call.replay_entry`) once, on the
 current device, on the saved inputs of the bench or of the target, each tensor at the dtype the **target**
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from msprobe.core.compare.attribution import ReplayRequest
+from msprobe.core.compare.judge import ReplayRequest
 from msprobe.pytorch.run_ut.call import Refused, replay_entry
 from msprobe.pytorch.run_ut.inputs import RunUtError, TensorSource
 from msprobe.pytorch.tensor_files import host_numpy
@@ -34,7 +34,7 @@ def current_device() -> torch.device:
 
 
 class TorchReplay:
-    """The :class:`~msprobe.core.compare.attribution.Replay` of PyTorch dumps."""
+    """The :class:`~msprobe.core.compare.judge.attribution.Replay` of PyTorch dumps."""
 
     def __init__(self, device: torch.device | None = None) -> None:
         self.torch_device = device or current_device()

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from msprobe.core.compare.tensorfile import TensorSpec
+from msprobe.core.compare.read import TensorSpec
 from msprobe.core.run_ut.replay_common import (
     TENSOR_TYPES,
     RunUtError,

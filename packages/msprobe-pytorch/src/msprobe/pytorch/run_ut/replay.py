@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from msprobe.core.compare.reader import CompareError, DumpFile, read_dump
+from msprobe.core.compare.read import CompareError, DumpFile, read_dump
 from msprobe.core.run_ut import ERROR, SKIP, api_status, judge_output
 from msprobe.core.run_ut.drive import check_apis
 from msprobe.core.run_ut.lists import RunUtSection, list_names, read_run_ut_section
