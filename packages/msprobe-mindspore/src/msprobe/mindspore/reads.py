@@ -22,9 +22,9 @@ import numpy as np
 
 import mindspore
 from msprobe.core.dump.host_stats import HostCopy, host_stats
-from msprobe.core.handles import Handle
 from msprobe.core.dump.records import TensorStats
 from msprobe.core.events import UserComputationError
+from msprobe.core.handles import Handle
 
 # Tensors held for a later read keep their memory: past this many bytes the reads are made at once.
 PENDING_MAX_BYTES = 64 << 20
