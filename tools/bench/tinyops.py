@@ -8,7 +8,7 @@ number of calls for the same work. Here both run the very same functional ops on
 the weights and biases (PyNative in MindSpore). Per mode: ``(t_mode − t_bare) / calls``, where ``calls`` is
 the forward entries one statistics-L1 step writes in that framework (printed), from the median of the steps
 (CPU and wall) and from the fastest ones, over two baselines: ``bare`` as the user runs it and ``bare
-synchronous`` (:class:`SynchronousBare`: MindSpore's executor mode under capture, without capture). Each
+synchronous`` (``harness.SynchronousBare``: MindSpore's executor mode under capture, without capture). Each
 round runs every mode of PyTorch, then every mode of MindSpore, so machine noise falls on both; MindSpore's
 CPU time includes its executor threads.
 
@@ -28,39 +28,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from harness import make_debugger, time_steps, verdict  # noqa: E402
+from harness import SynchronousBare, make_debugger, time_steps, verdict  # noqa: E402
 from percall import MINDSPORE_RATIO_TARGET, count_forward_calls  # noqa: E402
 
 from msprobe.core.debugger import BaseDebugger  # noqa: E402
 
 WIDTH, BATCH = 8, 4
-MODES = {"bare": None, "bare synchronous": "synchronous", "statistics L1": dict(task="statistics", level="L1"),
+MODES = {"bare": None, "bare synchronous": SynchronousBare, "statistics L1": dict(task="statistics", level="L1"),
          "statistics mix": dict(task="statistics", level="mix")}
-
-
-class SynchronousBare:
-    """Stands in for a debugger: no capture, but MindSpore's PyNative runs each operator at its call between
-    start() and stop(), as it does under capture on the CPU (``msprobe.mindspore.reads``). The debugger's
-    cost over this row is msprobe's own work; over ``bare`` it is what the user sees, executor mode
-    included. PyTorch has no such mode (this row is its bare step again)."""
-
-    def __init__(self, framework: str) -> None:
-        self.framework = framework
-
-    def start(self, model: Any) -> None:
-        if self.framework == "mindspore":
-            import mindspore as ms
-
-            ms.set_context(pynative_synchronize=True)
-
-    def stop(self) -> None:
-        if self.framework == "mindspore":
-            import mindspore as ms
-
-            ms.set_context(pynative_synchronize=False)
-
-    def step(self) -> None:
-        pass
 
 
 def torch_setup(layers: int) -> tuple[Any, Callable[[Any], None], Any, Any]:
@@ -129,8 +104,9 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, (model, train_step, debugger_cls, batch) in setups.items():
                 for mode, spec in MODES.items():
-                    debugger = SynchronousBare(name) if spec == "synchronous" else \
-                        spec and make_debugger(debugger_cls, spec, scratch / "dump")
+                    if name == "pytorch" and spec is SynchronousBare:
+                        spec = None  # PyTorch has no such mode: its bare step again
+                    debugger = make_debugger(debugger_cls, spec, scratch / "dump")
                     samples[(name, mode)] += time_steps([batch] * args.steps, train_step, debugger, model)
                     if BaseDebugger._active is not None:
                         BaseDebugger._active.finish()
