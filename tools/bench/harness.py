@@ -37,6 +37,27 @@ def make_debugger(debugger_cls: Any, spec: ModeSpec, dump_path: Path) -> Any:
     return debugger_cls(config_path=str(config))
 
 
+class SynchronousBare:
+    """A MindSpore mode that stands in for a debugger: no capture, but PyNative runs each operator at its call
+    between start() and stop(), as it does under capture on the CPU (``msprobe.mindspore.reads``). A mode's
+    cost over this row is msprobe's own work; over ``bare`` it is what the user sees, the executor's mode
+    included (docs/performance.md#round-7-2026-12-05-the-same-tiny-ops-in-both-frameworks)."""
+
+    def __init__(self, dump_path: Path | None = None) -> None:
+        import mindspore
+
+        self._ms = mindspore
+
+    def start(self, model: Any) -> None:
+        self._ms.set_context(pynative_synchronize=True)
+
+    def stop(self) -> None:
+        self._ms.set_context(pynative_synchronize=False)
+
+    def step(self) -> None:
+        pass
+
+
 def time_steps(batches: Iterable[Any], train_step: Callable[[Any], None], debugger: Any, model: Any) -> list[Sample]:
     """Run ``train_step`` on every batch inside start/stop/step of ``debugger`` (None: bare)."""
     samples = []

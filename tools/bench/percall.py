@@ -8,7 +8,10 @@ round in one process (``harness.py``); the table shows, per mode, the median CPU
 ``(t_mode − t_bare) / calls`` (CPU time: of the medians, and of the fastest steps, the steadier figure
 on a shared machine; and wall time), where ``calls`` is the number of forward entries one step of
 ``statistics L1`` writes to dump.json (the count is printed; each forward also brings its backward entry).
-The last column says whether the median CPU cost per call is within :data:`TARGETS`.
+The last column says whether the median CPU cost per call is within :data:`TARGETS`. MindSpore's figures are
+over ``bare synchronous`` (its executor's mode under capture on the CPU, without capture: msprobe's own work);
+its model runs ``Dense`` as two captured calls, so it divides by about twice PyTorch's calls (``tinyops.py``
+runs the same functional ops in both).
 
     python tools/bench/percall.py [--framework pytorch|mindspore|both] [--rounds 5] [--steps 10] [--device cuda]
 """
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from harness import make_debugger, run_modes, time_steps, verdict  # noqa: E402
+from harness import SynchronousBare, make_debugger, run_modes, time_steps, verdict  # noqa: E402
 
 LAYERS, WIDTH, BATCH = 60, 8, 4
 TORCH_MODES = {
@@ -37,7 +40,11 @@ TORCH_MODES = {
     "md5 L1": dict(task="statistics", level="L1", summary_mode="md5"),
     "tensor L1": dict(task="tensor", level="L1"),
 }
-MINDSPORE_MODES = {mode: spec for mode, spec in TORCH_MODES.items() if not mode.startswith("md5")}
+# "bare synchronous": MindSpore's executor mode under capture on the CPU, without capture; MindSpore's per-call
+# figures are over it (msprobe's own work); the "bare" row is what the user runs (tinyops.py gives both figures)
+MINDSPORE_MODES = {"bare": None, "bare synchronous": SynchronousBare,
+                   **{mode: spec for mode, spec in TORCH_MODES.items()
+                      if mode != "bare" and not mode.startswith("md5")}}
 # µs of host time per captured forward call that issue 16 asks for (judged on the median CPU time).
 TARGETS = {"statistics L1": 100.0, "statistics mix": 150.0}
 
@@ -132,7 +139,7 @@ def measure(framework: str, args: argparse.Namespace) -> dict[str, tuple[float, 
         model, train_step, debugger_cls, batch = mindspore_setup()
         modes = MINDSPORE_MODES
     if args.modes:
-        modes = {mode: spec for mode, spec in modes.items() if mode == "bare" or mode in args.modes}
+        modes = {mode: spec for mode, spec in modes.items() if mode.startswith("bare") or mode in args.modes}
     calls = count_forward_calls(model, train_step, debugger_cls, batch)
     samples = run_modes(
         modes, lambda debugger: time_steps([batch] * args.steps, train_step, debugger, model), debugger_cls,
@@ -141,9 +148,10 @@ def measure(framework: str, args: argparse.Namespace) -> dict[str, tuple[float, 
     cpu = {mode: statistics.median(t[1] for t in values) for mode, values in samples.items()}
     fastest = {mode: min(t[1] for t in values) for mode, values in samples.items()}
     wall = {mode: statistics.median(t[0] for t in values) for mode, values in samples.items()}
-    figures = {mode: ((cpu[mode] - cpu["bare"]) / calls * 1e6, (fastest[mode] - fastest["bare"]) / calls * 1e6,
-                      (wall[mode] - wall["bare"]) / calls * 1e6) for mode in samples}
-    print(f"{framework}: {calls} forward calls captured per step (statistics L1)")
+    base = "bare synchronous" if "bare synchronous" in samples else "bare"
+    figures = {mode: ((cpu[mode] - cpu[base]) / calls * 1e6, (fastest[mode] - fastest[base]) / calls * 1e6,
+                      (wall[mode] - wall[base]) / calls * 1e6) for mode in samples}
+    print(f"{framework}: {calls} forward calls captured per step (statistics L1); µs per call over {base!r}")
     print(f"{'mode':16s} {'cpu ms/step':>12s} {'µs/call':>8s} {'µs/call (min)':>14s}"
           f" {'wall ms/step':>13s} {'µs/call':>8s}  target")
     for mode, (per_call, per_call_min, per_call_wall) in figures.items():
@@ -171,14 +179,15 @@ def main() -> None:
         return
     torch_figures = measure("pytorch", args)
     mindspore_figures = measure("mindspore", args)
-    print("MindSpore over PyTorch, per captured call (CPU time counts MindSpore's executor thread too)")
+    print("MindSpore over PyTorch, per captured call (MindSpore's over its synchronous bare step; CPU time counts "
+          "its executor threads too)")
     print(f"{'mode':16s} {'cpu':>6s} {'cpu (min)':>10s} {'wall':>6s}  target")
     for mode in mindspore_figures:
         if mode == "bare" or mode not in torch_figures:
             continue
         ratios = [m / t if t > 0 else float("inf") for m, t in zip(mindspore_figures[mode], torch_figures[mode])]
         print(f"{mode:16s} {ratios[0]:6.2f} {ratios[1]:10.2f} {ratios[2]:6.2f}"
-              f"  {verdict(MINDSPORE_RATIO_TARGET, ratios[2], unit='x')} (wall)")
+              f"  {verdict(MINDSPORE_RATIO_TARGET, ratios[0], unit='x')} (cpu)")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ import socket
 import ssl
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -216,13 +215,13 @@ def test_checksum_failure_is_answered_resend_and_the_resent_message_accepted(ser
     assert [m.seq for m in recorder.messages] == [1]
 
 
-def test_a_sender_killed_mid_message_leaves_the_receiver_running(server_factory):
+def test_a_sender_killed_mid_message_leaves_the_receiver_running(server_factory, msprobe_log):
     server, recorder = server_factory()
     sock = _raw(server.port)
     _, frame = _data(7)
     sock.sendall(frame[: len(frame) // 2])
     sock.close()
-    time.sleep(0.2)
+    assert until(lambda: any("disconnected without STOP" in m for m in msprobe_log.messages), 30.0)
     _send_all(TcpLink("127.0.0.1", server.port, None, rank=0, timeout=5), 1)
     assert [m.seq for m in recorder.messages] == [1] and recorder.stops
 
@@ -233,10 +232,8 @@ def test_stop_without_answer_times_out(tmp_path):
     accepted = []
     threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
     link = TcpLink("127.0.0.1", port, None, rank=0, timeout=0.5)
-    start = time.monotonic()
-    with pytest.raises(OSError):
+    with pytest.raises(TimeoutError):  # the link's own timeout ended the wait, not a closed connection
         link.open()  # HELLO is never answered
-    assert time.monotonic() - start < 3
     link.close()
     for conn, _ in accepted:
         conn.close()
@@ -260,6 +257,7 @@ def test_shared_directory_files_are_named_read_in_order_and_deleted(tmp_path):
         assert until(lambda: recorder.stops, 10.0)
     finally:
         watcher.close()
+        watcher._thread.join(30)  # close() waits 2 s at most; the file in hand is deleted after its handling
     assert [m.seq for m in recorder.messages] == [1, 2, 3]
     assert len(recorder.bad) == 1
     assert sorted(os.listdir(tmp_path / "nfs")) == [".r0_s4_q9.msg.123.tmp", "r1_s4_q1.msg"]
@@ -277,6 +275,7 @@ def test_shared_directory_refuses_oversized_and_misnamed_files(tmp_path):
         assert until(lambda: len(recorder.bad) == 2, 10.0)
     finally:
         watcher.close()
+        watcher._thread.join(30)  # close() waits 2 s at most; the file in hand is deleted after its handling
     assert recorder.messages == [] and os.listdir(nfs) == []
 
 

@@ -7,6 +7,13 @@ call (:func:`note`) and made later with every other pending read after one such 
 the batch's fetch, and before anything may change a noted tensor in place. MindSpore tensors carry no
 version counter, so what keeps a late read equal to what the call saw is that every in-place path settles
 first (:mod:`msprobe.mindspore.hooks.guards`). The queue is the process's, like the executor it waits for.
+
+Batching leaves the waits a call cannot defer: the first ``dtype`` of a fresh result, its gradient node and
+its tensor hook (the backward capture) each wait for PyNative's asynchronous pipeline, 0.1 ms on a quiet
+machine and 1–9 ms per wait on a loaded one (the pipeline's thread must be scheduled first). So while
+capture is on, on the CPU, operators run synchronously (:func:`synchronous_capture`): the same kernels in the
+same order, so the same numbers, and every one of those reads is then immediate
+(docs/performance.md#round-7-2026-12-05-the-same-tiny-ops-in-both-frameworks).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import numpy as np
 import mindspore
 from msprobe.core.contract import TensorStats, UserComputationError
 from msprobe.core.dump.host_stats import HostCopy, host_stats
+from msprobe.core.services.handles import Handle
 
 # Tensors held for a later read keep their memory: past this many bytes the reads are made at once.
 PENDING_MAX_BYTES = 64 << 20
@@ -81,3 +89,13 @@ def read_host(tensor: mindspore.Tensor) -> np.ndarray:
         return tensor.asnumpy()
     except RuntimeError as error:
         raise UserComputationError(error) from error
+
+
+def synchronous_capture() -> Handle:
+    """PyNative runs each operator at its call while capture is on, on the CPU (the module's docstring says
+    why); the user's setting comes back when the handle is removed. Elsewhere (Ascend, GPU) the device runs
+    asynchronously as the user set it: nothing changes."""
+    if mindspore.get_context("device_target") != "CPU" or mindspore.get_context("pynative_synchronize"):
+        return Handle()
+    mindspore.set_context(pynative_synchronize=True)
+    return Handle(lambda: mindspore.set_context(pynative_synchronize=False))

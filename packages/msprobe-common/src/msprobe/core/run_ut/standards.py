@@ -342,24 +342,24 @@ def stage1(device: np.ndarray, bench: np.ndarray, numbers: Mapping[str, Any], dt
 # --- one output, one API ------------------------------------------------------------------------------
 
 
-# A gradient whose exact value is zero (docs/run_ut.md#gradients-that-cancel-to-zero): the bench counts as zero
-# under ZERO_UNITS units of the device dtype's roundoff times the incoming gradient's norm (the rounding its
-# inputs already carry), and the device may differ from it by CANCELLED_SLACK such units (the zoo's ViT and BERT
-# key biases differ by 0.5 to 1.1).
-ZERO_UNITS = 4.0
+# A gradient whose exact value is zero (docs/run_ut.md#gradients-that-cancel-to-zero): the device may differ from
+# the bench by CANCELLED_SLACK units of the device dtype's roundoff times the incoming gradient's norm (the rounding
+# its inputs already carry), and the bench counts as zero where zero itself is that close to it. Measured on the
+# zoo's ViT and BERT key biases (30 seeds; seed 0 also on AVX2 and plain kernels): the bench 0.6 to 10.2 units,
+# the device's distance 0.3 to 1.2; every gradient that is not zero is above 100,000 units.
 CANCELLED_SLACK = 16.0
 
 
 def cancelled_to_zero(device: np.ndarray, bench: np.ndarray, unit_scale: float) -> Result | None:
     """A gradient whose exact value is zero (the bias of softmax's keys: shifting every score of a row
     changes nothing) is the rounding its inputs carry, summed, on both sides: cosine similarity and relative
-    errors of that noise say nothing. When the bench is within :data:`ZERO_UNITS` of ``unit_scale`` (the
-    device dtype's unit roundoff times the incoming gradient's norm), the device passes if its distance to the
-    bench is within :data:`CANCELLED_SLACK` of it, else it is an error; None when the bench is larger (judged
-    as usual)."""
-    if not unit_scale > 0 or float(np.linalg.norm(bench)) > ZERO_UNITS * unit_scale:
-        return None
+    errors of that noise say nothing. When the bench is within :data:`CANCELLED_SLACK` of ``unit_scale`` (the
+    device dtype's unit roundoff times the incoming gradient's norm) — zero itself would pass against it, so
+    the bench cannot tell the exact value from its noise — the device passes if its distance to the bench is
+    within that slack too, else it is an error; None when the bench is larger (judged as usual)."""
     floor = CANCELLED_SLACK * unit_scale
+    if not unit_scale > 0 or float(np.linalg.norm(bench)) > floor:
+        return None
     distance = float(np.linalg.norm(device - bench))
     found = {"cancelled_floor": floor, "cancelled_distance": distance}
     if distance <= floor:

@@ -106,7 +106,7 @@ class Interceptor:
         if self._api_patches is not None:
             installers += [self._api_patches.install, lambda: patch_jit(self._run_api)]
         installers += [part.install for part in (self._cells, self._primitives) if part is not None]
-        return [*installers, self._guards.install]
+        return [reads.synchronous_capture, *installers, self._guards.install]
 
     # recording -----------------------------------------------------------------------------------
 
