@@ -239,9 +239,9 @@ def test_message_names_path_value_and_allowed(load):
     with pytest.raises(ConfigError) as excinfo:
         load(base(section={"summary_mode": "crc"}))
     assert str(excinfo.value).splitlines()[1:] == [
-        "  statistics.summary_mode: got 'crc'; allowed: one of 'statistics', 'md5'"
+        "  statistics.summary_mode: got 'crc'; allowed: one of 'statistics', 'md5', 'xor'"
     ]
-    assert excinfo.value.problems[0].allowed == "one of 'statistics', 'md5'"
+    assert excinfo.value.problems[0].allowed == "one of 'statistics', 'md5', 'xor'"
 
 
 # --- common keys and overrides ---------------------------------------------------------------

@@ -127,6 +127,15 @@ class TensorAdapter(Protocol):
         """CRC-32 of the tensor's bytes as 8 lowercase hex digits (summary_mode md5); ``remember`` as in
         :meth:`capture`."""
 
+    def xor_checksum(self, tensor: Any, remember: bool = False) -> Any:
+        """The 64-bit XOR checksum of the tensor's bytes (summary_mode xor,
+        :mod:`msprobe.core.dump.xor_checksum`): its text when known at once, else a
+        :class:`~msprobe.core.dump.xor_checksum.PendingChecksum` left where the tensor lives, whose batch
+        :meth:`transfer_words` brings to the host; ``remember`` as in :meth:`capture`."""
+
+    def transfer_words(self, words: list[Any]) -> list[int | None]:
+        """Pending checksums' words (``PendingChecksum.word``) to the host in one transfer, as ints."""
+
     def snapshot(self, tensor: Any) -> Any:
         """A detached copy that later in-place changes cannot reach (for saving inputs of in-place APIs)."""
 

@@ -199,13 +199,13 @@ class Parts:
         selector: Selector,
         adapter: TensorAdapter,
         with_tensors: bool,
-        with_md5: bool = False,
+        summary_mode: str = "statistics",
     ) -> None:
         self.adapter = adapter
         self.output = StepOutput(dump_path, task=task, level=level, framework=framework, with_tensors=with_tensors)
         self.tensors = TensorFiles(adapter, self.output) if with_tensors else None
         save = self.tensors.save if self.tensors is not None else None
-        self.entries = EntryEncoder(adapter, with_md5=with_md5, save=save)
+        self.entries = EntryEncoder(adapter, summary_mode=summary_mode, save=save)
         self.spans = ModuleSpans(selector)
 
     def begin_step(self, step: int, rank: int | None) -> None:
@@ -260,7 +260,7 @@ class DumpCollector:
         self.selector = selector
         self.parts = Parts(
             task=task, level=level, framework=framework, dump_path=dump_path, selector=selector,
-            adapter=adapter, with_tensors=task == "tensor", with_md5=summary_mode == "md5",
+            adapter=adapter, with_tensors=task == "tensor", summary_mode=summary_mode,
         )
         self._entry: CallState[dict] = CallState("dump entry")
 

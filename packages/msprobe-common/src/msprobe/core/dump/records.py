@@ -94,8 +94,11 @@ class TensorRecord:
         """The dump.json value: members in the order msprobe 1.1.1 writes them (``type``, ``dtype``,
         ``shape``, the statistics, ``requires_grad``, the finite extremes, ``md5``, ``data_name``), then
         our extension ``dtensor``."""
-        statistics, extremes = (self.stats or _NO_STATS).json_members()
-        text = _head(self.type_name, self.dtype, self.shape) + statistics
+        if self.stats is WITHOUT_STATISTICS:  # summary_mode xor: the checksum alone
+            text, extremes = _head(self.type_name, self.dtype, self.shape)[:-2], ""
+        else:
+            statistics, extremes = (self.stats or _NO_STATS).json_members()
+            text = _head(self.type_name, self.dtype, self.shape) + statistics
         if self.requires_grad is not None:
             text += ', "requires_grad": true' if self.requires_grad else ', "requires_grad": false'
         text += extremes
@@ -109,6 +112,8 @@ class TensorRecord:
 
 
 _NO_STATS = TensorStats(None, None, None, None)  # read only
+# A record's ``stats`` when it is summarised by its XOR checksum alone: no Max..Norm members are written.
+WITHOUT_STATISTICS = TensorStats(None, None, None, None)
 
 
 def _finite_or_none(value: float | bool | None) -> bool:

@@ -23,7 +23,7 @@ from msprobe.core.select import selector_for
 from msprobe.core.session import Session
 from msprobe.core.tasks.registry import Task, register
 
-SUMMARY_MODES = ("statistics", "md5")
+SUMMARY_MODES = ("statistics", "md5", "xor")
 FILE_FORMATS = ("npy", "bin")
 _NAME_REGEX = re.compile(r"name-regex\((.*)\)")
 _STATIC_GRAPH_DATA_MODES = ("all", "input", "output")
@@ -41,7 +41,8 @@ class _Filters:
 
 @dataclass(frozen=True)
 class StatisticsConfig(_Filters):
-    """Section ``statistics``: the filters, and whether to summarise tensors by statistics or md5."""
+    """Section ``statistics``: the filters, and whether to summarise tensors by statistics, statistics and
+    CRC-32 (md5), or a 64-bit XOR checksum alone (xor)."""
 
     summary_mode: str = "statistics"
 
@@ -177,8 +178,8 @@ def _dump_modes(ctx: RuleContext, section: StatisticsConfig | TensorConfig) -> I
             list(section.data_mode),
             f"a single element, {one_of(_STATIC_GRAPH_DATA_MODES)}, in {_STATIC_GRAPH} (level L2)",
         )
-    if isinstance(section, StatisticsConfig) and ctx.static_graph and section.summary_mode == "md5":
-        yield Problem(ctx.path("summary_mode"), "md5", f"'statistics' in {_STATIC_GRAPH} (level L2)")
+    if isinstance(section, StatisticsConfig) and ctx.static_graph and section.summary_mode != "statistics":
+        yield Problem(ctx.path("summary_mode"), section.summary_mode, f"'statistics' in {_STATIC_GRAPH} (level L2)")
     if isinstance(section, TensorConfig) and section.file_format == "bin" and not ctx.static_graph:
         yield Problem(
             ctx.path("file_format"), "bin", f"'npy'; 'bin' only in {_STATIC_GRAPH} (level L2)"

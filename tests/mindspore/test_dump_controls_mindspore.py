@@ -1,0 +1,54 @@
+"""The dump controls of docs/config.md on MindSpore models nobody here wrote (``zoo_ms.py``), as
+tests/pytorch/test_dump_controls.py checks them on PyTorch: summary_mode xor against an independent
+computation, with the training's numbers bit for bit those of a run without msprobe."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "common"))
+
+from dump_json import tensor_records  # noqa: E402
+from stats_reference import reference_xor  # noqa: E402
+from zoo_ms import ZOO, train  # noqa: E402
+
+from msprobe.mindspore import PrecisionDebugger  # noqa: E402
+
+LLAMA = next(spec for spec in ZOO if spec.name == "llama")
+
+
+def _debugger(tmp_path: Path, name: str, task: str, level: str, **section) -> PrecisionDebugger:
+    config = tmp_path / f"{name}.json"
+    config.write_text(json.dumps({"task": task, "level": level, "dump_path": str(tmp_path / name), task: section}))
+    return PrecisionDebugger(config_path=str(config))
+
+
+def _same_run(expected, observed) -> bool:
+    return all(np.array_equal(a, b) for run_a, run_b in zip(expected, observed) for a, b in zip(run_a, run_b))
+
+
+def test_xor_checksums_of_llama_are_those_of_its_tensor_files_bytes(tmp_path):
+    reference = train(LLAMA)
+    assert _same_run(reference, train(LLAMA, _debugger(tmp_path, "xor", "statistics", "mix", summary_mode="xor")))
+    # The files: at L1 (the API entries of mix are L1's), of step 0's forward. A later run in this process
+    # does not repeat the first one's gradients bit for bit after a debugger ran at mix (MindSpore 2.10 on
+    # the CPU; a plain run shows it too), so only what precedes the first backward is the same in both runs.
+    train(LLAMA, _debugger(tmp_path, "files", "tensor", "L1"))
+    step = Path("step0") / "rank"
+    xor_data = json.loads((tmp_path / "xor" / step / "dump.json").read_text())["data"]
+    assert any(".backward" in name for name in xor_data)
+    files_data = json.loads((tmp_path / "files" / step / "dump.json").read_text())["data"]
+    files_data = {name: entry for name, entry in files_data.items() if name.endswith(".forward")}
+    xor_data = {name: xor_data[name] for name in files_data}
+    pairs = list(zip(tensor_records(xor_data), tensor_records(files_data), strict=True))
+    for xor_record, files_record in pairs:
+        assert "Max" not in xor_record and "Norm" not in xor_record, xor_record
+        saved = np.load(tmp_path / "files" / step / "dump_tensor_data" / files_record["data_name"])
+        assert xor_record["md5"] == reference_xor(saved.tobytes()), files_record["data_name"]
+    assert len(pairs) > 100
+    assert np.unique([record["md5"] for record, _ in pairs]).size > 50
