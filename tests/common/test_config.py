@@ -432,7 +432,7 @@ def _documented_examples() -> list[tuple[str, str]]:
 
 def test_documented_examples_load(load, msprobe_log):
     examples = _documented_examples()
-    assert len(examples) == 9
+    assert len(examples) == 10
     for framework, block in examples:
         load(block, framework=framework)
     assert msprobe_log.messages == []

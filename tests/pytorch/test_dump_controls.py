@@ -1,18 +1,22 @@
 """The dump controls of docs/config.md on real models nobody here wrote (the zoo of zoo.py): summary_mode
-xor (docs/dump_format.md#xor-checksum), each checked against an independent computation, with the
-training's numbers bit for bit those of a run without msprobe."""
+xor (docs/dump_format.md#xor-checksum), dump_enable switched while training runs
+(docs/config.md#switching-capture-on-and-off-while-training-runs), each checked against an independent
+computation, with the training's numbers bit for bit those of a run without msprobe."""
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from dump_json import tensor_records
 from stats_reference import reference_xor
 from zoo import ZOO, train
 
+from msprobe.core.config import ConfigError
 from msprobe.pytorch import PrecisionDebugger
 
 GPT2 = next(spec for spec in ZOO if spec.name == "gpt2")
@@ -51,3 +55,75 @@ def test_xor_checksums_of_gpt2_are_those_of_its_tensor_files_bytes(tmp_path):
         checked += 1
     assert checked > 500  # every tensor of a GPT-2 step, forward and backward, modules and APIs
     assert np.unique([record["md5"] for record, _ in pairs]).size > 100
+
+
+def _train_switched(debugger, config: Path | None, switches: dict[int, object], steps: int = 6):
+    """GPT-2 trained ``steps`` AdamW steps; after step N's ``debugger.step()`` config.json's dump_enable
+    becomes ``switches[N]``. Returns (losses, parameters, last gradients)."""
+    torch.manual_seed(0)
+    model = GPT2.build()
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    gen = torch.Generator().manual_seed(1)
+    losses = []
+    for step in range(steps):
+        batch = GPT2.batch(gen)
+        if debugger is not None:
+            debugger.start(model)
+        loss = GPT2.loss(model, batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if debugger is not None:
+            debugger.stop()
+            debugger.step()
+        losses.append(loss.detach().clone())
+        if step in switches:
+            settings = json.loads(config.read_text())
+            settings["dump_enable"] = switches[step]
+            config.write_text(json.dumps(settings))
+    return losses, [p.detach().clone() for p in model.parameters()], [p.grad.clone() for p in model.parameters()]
+
+
+def _steps(dump_path: Path) -> list[str]:
+    return sorted(p.name for p in dump_path.iterdir() if p.name.startswith("step"))
+
+
+def _switch_config(tmp_path: Path, enabled: object) -> Path:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"task": "statistics", "level": "mix", "dump_path": str(tmp_path / "dump"),
+                                  "dump_enable": enabled}))
+    return config
+
+
+def test_dump_enable_flipped_in_config_json_stops_and_restarts_capture_at_the_next_step(tmp_path, caplog):
+    reference = _train_switched(None, None, {})
+    config = _switch_config(tmp_path, True)
+    debugger = PrecisionDebugger(config_path=str(config))
+    with caplog.at_level(logging.INFO, logger="msprobe"):
+        observed = _train_switched(debugger, config, {1: False, 3: True})
+    assert _same_run(reference, observed)
+    assert _steps(tmp_path / "dump") == ["step0", "step1", "step4", "step5"]
+    for step in ("step0", "step4"):  # a step switched back on is dumped whole, counted from 0 as any step
+        data = json.loads((tmp_path / "dump" / step / "rank" / "dump.json").read_text())["data"]
+        assert "Module.transformer.GPT2Model.forward.0" in data and "Functional.linear.0.forward" in data
+        assert any(".backward" in name for name in data)
+    flips = [r.getMessage() for r in caplog.records if "dump_enable is now" in r.getMessage()]
+    assert len(flips) == 2 and "false" in flips[0] and "true" in flips[1]
+
+
+def test_a_bad_dump_enable_written_while_training_runs_changes_nothing_and_says_so(tmp_path, caplog):
+    config = _switch_config(tmp_path, False)
+    debugger = PrecisionDebugger(config_path=str(config))
+    with caplog.at_level(logging.WARNING, logger="msprobe"):
+        _train_switched(debugger, config, {0: "yes", 1: None, 2: True}, steps=4)
+    # "yes" is refused (capture stays off), null keeps the state, true turns capture on from step 3
+    assert _steps(tmp_path / "dump") == ["step3"]
+    (warning,) = [r.getMessage() for r in caplog.records if "dump_enable" in r.getMessage()]
+    assert "dump_enable: got 'yes'; allowed: true or false (a JSON boolean); capture stays off" in warning
+
+
+def test_dump_enable_must_be_a_boolean_at_construction(tmp_path):
+    with pytest.raises(ConfigError) as error:
+        PrecisionDebugger(config_path=str(_switch_config(tmp_path, "on")))
+    assert "dump_enable: got 'on'; allowed: true or false (a JSON boolean)" in str(error.value)

@@ -18,6 +18,7 @@ from typing import Any
 
 from msprobe.core.calls import MODULE_LEVELS
 from msprobe.core.config import DebuggerConfig
+from msprobe.core.config.switch import DumpSwitch
 from msprobe.core.events import Call, CallSink, Interceptor, StepCollector, UserComputationError
 from msprobe.core.fileio import UnsafePathError
 from msprobe.core.heap import FrozenHeap
@@ -177,6 +178,8 @@ class Session:
         self.started = False
         self.finished = False
         self._step_open = False
+        self.switch = DumpSwitch(config.config_file, config.dump_enable)  # config.json's dump_enable
+        self._switch_read: tuple[int, bool] | None = None  # (step, its state): asked once per step
         self._heap = FrozenHeap()  # full collections walk only what capture allocates (msprobe.core.heap)
         _sessions.add(self)
 
@@ -199,6 +202,8 @@ class Session:
         set_rank(rank)
         if not (self.selector.selects_step(self.current_step) and self.selector.selects_rank(rank)):
             return
+        if not self._switched_on():
+            return
         if not self._step_open:
             self._step_open = True
             self.sink.run(lambda: self.collector.begin_step(self.current_step, rank))
@@ -208,6 +213,12 @@ class Session:
         self._heap.freeze()
         self.interceptor.enable()
         self.started = True
+
+    def _switched_on(self) -> bool:
+        """``dump_enable`` for this step, asked at its first start: a step runs as it started."""
+        if self._switch_read is None or self._switch_read[0] != self.current_step:
+            self._switch_read = (self.current_step, self.switch.enabled())
+        return self._switch_read[1]
 
     def stop(self) -> None:
         """Collection off; this step's files are complete on disk when this returns."""

@@ -109,6 +109,7 @@ def build_config(
     rank = from_file.indices("rank", ())
     step = reader_for("step").indices("step", ())
     enable_dataloader = from_file.flag("enable_dataloader", False)
+    dump_enable = from_file.optional_flag("dump_enable")
 
     warn_unused_keys(raw, task)
     if enable_dataloader and capabilities.dataloader_steps:
@@ -143,6 +144,8 @@ def build_config(
         level=level,
         enable_dataloader=enable_dataloader,
         section=section,
+        dump_enable=dump_enable,
+        config_file=file,
     )
 
 
