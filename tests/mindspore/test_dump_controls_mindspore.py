@@ -1,14 +1,17 @@
 """The dump controls of docs/config.md on MindSpore models nobody here wrote (``zoo_ms.py``), as
 tests/pytorch/test_dump_controls.py checks them on PyTorch: summary_mode xor against an independent
-computation, with the training's numbers bit for bit those of a run without msprobe."""
+computation, and the one warning of a config that selected nothing (docs/config.md#when-nothing-is-dumped),
+with the training's numbers bit for bit those of a run without msprobe."""
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "common"))
@@ -52,3 +55,23 @@ def test_xor_checksums_of_llama_are_those_of_its_tensor_files_bytes(tmp_path):
         assert xor_record["md5"] == reference_xor(saved.tobytes()), files_record["data_name"]
     assert len(pairs) > 100
     assert np.unique([record["md5"] for record, _ in pairs]).size > 50
+
+
+EMPTY_CASES = {  # the config's keys → the start of the one warning line
+    "rank": ({"rank": [2]}, "rank [2] selected nothing"),
+    "step": ({"step": [7]}, "step [7] selected nothing"),
+    "list": ({"statistics": {"list": ["no_such_api"]}}, "list ['no_such_api'] matched no call"),
+    "dump_enable": ({"dump_enable": False}, "dump_enable was false in every selected step"),
+}
+
+
+@pytest.mark.parametrize("case", list(EMPTY_CASES))
+def test_a_config_that_selected_nothing_ends_with_one_warning_naming_its_key(tmp_path, caplog, case):
+    settings, expected = EMPTY_CASES[case]
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"task": "statistics", "level": "mix", "dump_path": str(tmp_path / "dump"),
+                                  **settings}))
+    with caplog.at_level(logging.WARNING, logger="msprobe"):
+        train(LLAMA, PrecisionDebugger(config_path=str(config)))  # it calls finish()
+    warnings = [r.getMessage() for r in caplog.records if "msprobe dumped nothing" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].startswith(f"msprobe dumped nothing: {expected}"), warnings

@@ -1,6 +1,7 @@
 """The dump controls of docs/config.md on real models nobody here wrote (the zoo of zoo.py): summary_mode
 xor (docs/dump_format.md#xor-checksum), dump_enable switched while training runs
-(docs/config.md#switching-capture-on-and-off-while-training-runs), each checked against an independent
+(docs/config.md#switching-capture-on-and-off-while-training-runs), the one warning of a config that selected
+nothing (docs/config.md#when-nothing-is-dumped), each checked against an independent
 computation, with the training's numbers bit for bit those of a run without msprobe."""
 
 from __future__ import annotations
@@ -127,3 +128,37 @@ def test_dump_enable_must_be_a_boolean_at_construction(tmp_path):
     with pytest.raises(ConfigError) as error:
         PrecisionDebugger(config_path=str(_switch_config(tmp_path, "on")))
     assert "dump_enable: got 'on'; allowed: true or false (a JSON boolean)" in str(error.value)
+
+
+BERT = next(spec for spec in ZOO if spec.name == "bert")
+EMPTY_CASES = {  # the config's keys → the start of the one warning line
+    "rank": ({"rank": [3]}, "rank [3] selected nothing"),
+    "step": ({"step": [100]}, "step [100] selected nothing (the run called start() in steps 0 to 1"),
+    "scope": ({"statistics": {"scope": ["Torch.nothing.0.forward", "Torch.nothing.1.forward"]}},
+              "scope ['Torch.nothing.0.forward', 'Torch.nothing.1.forward'] matched no call"),
+    "list": ({"statistics": {"list": ["no_such_api", "Module.none.Linear.forward.0"]}},
+             "list ['no_such_api', 'Module.none.Linear.forward.0'] matched no call"),
+    "dump_enable": ({"dump_enable": False}, "dump_enable was false in every selected step"),
+    "nothing missing": ({"statistics": {"list": ["linear"]}}, None),
+}
+
+
+@pytest.mark.parametrize("case", list(EMPTY_CASES))
+def test_a_config_that_selected_nothing_ends_with_one_warning_naming_its_key(tmp_path, caplog, case):
+    settings, expected = EMPTY_CASES[case]
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"task": "statistics", "level": "mix", "dump_path": str(tmp_path / "dump"),
+                                  **settings}))
+    debugger = PrecisionDebugger(config_path=str(config))
+    with caplog.at_level(logging.WARNING, logger="msprobe"):
+        observed = train(BERT, debugger)
+        debugger.finish()
+        debugger.finish()  # said once
+    assert _same_run(train(BERT), observed)
+    warnings = [r.getMessage() for r in caplog.records if "msprobe dumped nothing" in r.getMessage()]
+    if expected is None:
+        assert warnings == [] and _steps(tmp_path / "dump") == ["step0", "step1"]
+    else:
+        assert len(warnings) == 1 and warnings[0].startswith(f"msprobe dumped nothing: {expected}"), warnings
+        dumps = list((tmp_path / "dump").glob("step*/*/dump.json"))
+        assert not any(json.loads(dump.read_text())["data"] for dump in dumps)  # it was empty indeed

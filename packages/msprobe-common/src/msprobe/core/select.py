@@ -35,6 +35,13 @@ class Selector:
         self._directions, self._parts = _data_mode(data_mode)
         self._keeps_all = len(self._directions) == len(DIRECTIONS) and len(self._parts) == len(PARTS)
         self._selected_forwards: set[str] = set()
+        # what scope and list let through in the whole run, for the empty-dump warning (msprobe.core.empty_dump)
+        self.selected_any = self.scope_opened = self.list_matched = False
+
+    @property
+    def filters(self) -> bool:
+        """scope or list is given."""
+        return self._scope is not None or self._list is not None
 
     # ------------------------------------------------------------------ step and rank
     def selects_step(self, step: int) -> bool:
@@ -55,6 +62,9 @@ class Selector:
         entry = parse_name(name)
         in_scope = self._scope.begin(name, entry) if self._scope else True
         in_list = self._list.begin(name, entry) if self._list else True
+        self.scope_opened |= bool(self._scope) and in_scope
+        self.list_matched |= bool(self._list) and in_list
+        self.selected_any |= in_scope and in_list
         if entry.direction == FORWARD:
             if in_scope and in_list:
                 self._selected_forwards.add(name)
