@@ -1,7 +1,8 @@
 """The dump controls of docs/config.md on real models nobody here wrote (the zoo of zoo.py): summary_mode
 xor (docs/dump_format.md#xor-checksum), dump_enable switched while training runs
 (docs/config.md#switching-capture-on-and-off-while-training-runs), the one warning of a config that selected
-nothing (docs/config.md#when-nothing-is-dumped), each checked against an independent
+nothing (docs/config.md#when-nothing-is-dumped), task structure read by msprobe graph
+(docs/graph.md#structure-dumps), each checked against an independent
 computation, with the training's numbers bit for bit those of a run without msprobe."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dump_json import tensor_records
 from stats_reference import reference_xor
 from zoo import ZOO, train
 
+from msprobe.core import cli
 from msprobe.core.config import ConfigError
 from msprobe.pytorch import PrecisionDebugger
 
@@ -162,3 +164,29 @@ def test_a_config_that_selected_nothing_ends_with_one_warning_naming_its_key(tmp
         assert len(warnings) == 1 and warnings[0].startswith(f"msprobe dumped nothing: {expected}"), warnings
         dumps = list((tmp_path / "dump").glob("step*/*/dump.json"))
         assert not any(json.loads(dump.read_text())["data"] for dump in dumps)  # it was empty indeed
+
+
+def test_a_structure_dump_holds_every_call_and_msprobe_graph_draws_it(tmp_path):
+    structure = _debugger(tmp_path, "structure", "structure", "mix")
+    assert _same_run(train(BERT), train(BERT, structure))
+    train(BERT, _debugger(tmp_path, "statistics", "statistics", "mix"))  # what a full dump holds, to compare
+    rank = Path("step1") / "rank"
+    assert sorted(p.name for p in (tmp_path / "structure" / rank).iterdir()) == \
+        ["construct.json", "dump.json", "stack.json"]
+    assert json.loads((tmp_path / "structure" / rank / "dump.json").read_text())["data"] == {}
+    construct = json.loads((tmp_path / "structure" / rank / "construct.json").read_text())
+    full = json.loads((tmp_path / "statistics" / rank / "dump.json").read_text())["data"]
+    assert list(construct) == list(full)  # every call, in the order it ran...
+    assert construct == json.loads((tmp_path / "statistics" / rank / "construct.json").read_text())  # ...placed
+    stacks = json.loads((tmp_path / "structure" / rank / "stack.json").read_text())
+    full_stacks = json.loads((tmp_path / "statistics" / rank / "stack.json").read_text())
+    assert set(stacks) == set(full_stacks)
+    assert all(any("zoo.py" in frame for frame in stacks[name]) for name in stacks if name.startswith("Module."))
+    graph_input = tmp_path / "input.json"
+    graph_input.write_text(json.dumps({"npu_path": str(tmp_path / "structure" / rank)}))
+    assert cli.main(["-f", "pytorch", "graph", "-i", str(graph_input), "-o", str(tmp_path / "graph")]) == 0
+    (vis,) = (tmp_path / "graph").glob("*.vis")
+    nodes = json.loads(vis.read_text())["node"]
+    assert {name for name in construct if name.startswith("Module.")} <= set(nodes)
+    modules = [name for name in construct if name.startswith("Module.") and ".forward." in name]
+    assert all(nodes[name]["upnode"] == (construct[name] or "DefaultModel") for name in modules)

@@ -1,0 +1,41 @@
+"""Task ``structure``: the cheapest dump, for the graph view (docs/graph.md#structure-dumps).
+
+Every selected call is placed in construct.json (its parent module, or null; at every level, so an L1
+structure dump also lists its APIs) and its user stack in stack.json, and nothing is read of any tensor:
+no statistics, no checksum, no host transfer. dump.json is written with empty ``data``, as msprobe 26.2.0
+writes it, so every reader finds the step's files where a dump keeps them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msprobe.core.dump.collector import CallState, DumpCollector
+from msprobe.core.events import Call
+from msprobe.core.naming import backward_name
+
+
+class StructureCollector(DumpCollector):
+    """The dump collector's spans, stacks and construct.json, without its entries."""
+
+    def __init__(self, **parts: Any) -> None:
+        super().__init__(task="structure", **parts)
+        self.parts.output.with_construct = True  # at L1 too: construct.json is what this task is for
+        self._selected: CallState[bool] = CallState("structure call")
+
+    def forward_start(self, call: Call) -> bool:
+        if not self.parts.spans.enter(call):
+            return False
+        self.parts.output.add_stack(call.name)
+        self._selected.put(call, True)
+        return self.selector.wants(backward_name(call.name))
+
+    def forward_end(self, call: Call, output: Any) -> None:
+        self.parts.spans.leave(call)
+        if self._selected.take(call):
+            self.parts.output.add_construct(call.name, self.parts.spans.parent(call.name))
+
+    def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
+        name = backward_name(call.name)
+        if self.parts.output.active and self.selector.begin(name):
+            self.parts.output.add_construct(name, self.parts.spans.backward_parent(call.name))
