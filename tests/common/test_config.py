@@ -104,12 +104,13 @@ def test_no_file_gives_builtin_defaults():
         "api_list": (),
         "data_mode": ("all",),
         "summary_mode": "statistics",
+        "tensor_list": (),
     }
 
 
 # The 1.1.1 defaults (docs and its config.json), written out here independently of the model.
 SECTION_DEFAULTS = {
-    "statistics": {"scope": (), "api_list": (), "data_mode": ("all",), "summary_mode": "statistics"},
+    "statistics": {"scope": (), "api_list": (), "data_mode": ("all",), "summary_mode": "statistics", "tensor_list": ()},
     "tensor": {
         "scope": (),
         "api_list": (),

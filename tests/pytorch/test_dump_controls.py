@@ -2,7 +2,8 @@
 xor (docs/dump_format.md#xor-checksum), dump_enable switched while training runs
 (docs/config.md#switching-capture-on-and-off-while-training-runs), the one warning of a config that selected
 nothing (docs/config.md#when-nothing-is-dumped), task structure read by msprobe graph
-(docs/graph.md#structure-dumps), each checked against an independent
+(docs/graph.md#structure-dumps), risk_level and tensor_list (docs/config.md#risk_level-and-tensor_list), each
+checked against an independent
 computation, with the training's numbers bit for bit those of a run without msprobe."""
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import numpy as np
 import pytest
 import torch
 from dump_json import tensor_records
-from stats_reference import reference_xor
+from stats_reference import close, reference, reference_xor
 from zoo import ZOO, train
 
 from msprobe.core import cli
 from msprobe.core.config import ConfigError
+from msprobe.core.naming import parse_name
+from msprobe.core.risk import CORE_APIS, LOW_RISK_APIS
 from msprobe.pytorch import PrecisionDebugger
 
 GPT2 = next(spec for spec in ZOO if spec.name == "gpt2")
@@ -190,3 +193,57 @@ def test_a_structure_dump_holds_every_call_and_msprobe_graph_draws_it(tmp_path):
     assert {name for name in construct if name.startswith("Module.")} <= set(nodes)
     modules = [name for name in construct if name.startswith("Module.") and ".forward." in name]
     assert all(nodes[name]["upnode"] == (construct[name] or "DefaultModel") for name in modules)
+
+
+LLAMA = next(spec for spec in ZOO if spec.name == "llama")
+
+
+def _dumped(tmp_path: Path, name: str, level: str = "L1", **common) -> tuple[dict, Path]:
+    config = tmp_path / f"{name}.json"
+    config.write_text(json.dumps({"task": "statistics", "level": level, "dump_path": str(tmp_path / name),
+                                  **common}))
+    assert _same_run(train(LLAMA), train(LLAMA, PrecisionDebugger(config_path=str(config))))
+    rank = tmp_path / name / "step1" / "rank"
+    return json.loads((rank / "dump.json").read_text())["data"], rank
+
+
+def test_risk_level_keeps_the_calls_of_its_level_and_every_module(tmp_path):
+    every, _ = _dumped(tmp_path, "all", "mix")
+    kinds = {name: parse_name(name) for name in every}
+    focus, _ = _dumped(tmp_path, "focus", "mix", risk_level="FOCUS")
+    assert list(focus) == [n for n in every if kinds[n].is_module or kinds[n].api not in LOW_RISK_APIS]
+    assert len(focus) < len(every) and any(kinds[n].is_module for n in focus)
+    core, _ = _dumped(tmp_path, "core", "mix", risk_level="CORE")
+    assert list(core) == [n for n in every if kinds[n].is_module or kinds[n].api in CORE_APIS]
+    assert {kinds[n].api for n in core if not kinds[n].is_module} >= {"linear", "embedding", "matmul"}
+    extended, _ = _dumped(tmp_path, "extended", "mix", risk_level="FOCUS", low_risk_apis=["mul", "__mul__"])
+    assert list(extended) == [n for n in focus if kinds[n].api not in ("mul", "__mul__")]
+    assert any(kinds[n].api in ("mul", "__mul__") for n in focus)
+
+
+def test_tensor_list_saves_the_listed_apis_tensors_and_statistics_for_the_rest(tmp_path):
+    data, rank = _dumped(tmp_path, "listed", statistics={"tensor_list": ["linear"]})
+    saved = 0
+    for name, entry in data.items():
+        for record in tensor_records(entry):
+            assert ("data_name" in record) == (parse_name(name).api == "linear"), (name, record)
+            if "data_name" in record:
+                values = torch.load(rank / "dump_tensor_data" / record["data_name"], weights_only=True).numpy()
+                want = reference(values)
+                assert all(close(record[key], want[key.lower()], 1e-6) for key in ("Max", "Min", "Mean", "Norm"))
+                saved += 1
+    assert saved > 50 and {p.name for p in (rank / "dump_tensor_data").iterdir()} == {
+        record["data_name"] for entry in data.values() for record in tensor_records(entry) if "data_name" in record}
+
+
+@pytest.mark.parametrize(("settings", "problem"), [
+    ({"risk_level": "HIGH"}, "risk_level: got 'HIGH'; allowed: one of 'CORE', 'FOCUS', 'ALL'"),
+    ({"low_risk_apis": "mul"}, "low_risk_apis: got 'mul'; allowed: a list of strings"),
+    ({"statistics": {"tensor_list": [3]}}, "statistics.tensor_list[0]: got 3; allowed: a non-empty string"),
+])
+def test_risk_level_low_risk_apis_and_tensor_list_are_checked_at_construction(tmp_path, settings, problem):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"task": "statistics", "dump_path": str(tmp_path / "dump"), **settings}))
+    with pytest.raises(ConfigError) as error:
+        PrecisionDebugger(config_path=str(config))
+    assert problem in str(error.value)

@@ -55,6 +55,8 @@ class SelectionTally:
             return None
         section = config.section
         scope, names = list(getattr(section, "scope", ())), list(getattr(section, "api_list", ()))
+        if not (scope or names):
+            return f"risk_level {config.risk_level!r} kept no call (docs/config.md#risk_level-and-tensor_list)"
         if scope and not selector.scope_opened:
             return f"scope {scope} matched no call (its first name never ran; names as dump.json writes them)"
         if names and not selector.list_matched:

@@ -33,6 +33,8 @@ class DebuggerConfig:
     level: str
     enable_dataloader: bool
     section: Any  # the frozen section dataclass of the task's module (msprobe.core.tasks)
+    risk_level: str = "ALL"  # which API calls a dump keeps (msprobe.core.risk): CORE, FOCUS or ALL
+    low_risk_apis: tuple[str, ...] = ()  # API kinds added to the shipped low-risk list
     dump_enable: bool | None = None  # None: not in the file, capture is on and the file is not watched
     # the absolute path of config.json (None without one), where dump_enable is re-read; not a setting
     config_file: str | None = field(default=None, compare=False)

@@ -10,17 +10,18 @@ Where this sits in the walk of a tensor: docs/architecture.md#the-walk-of-one-te
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from msprobe.core.calls import MODULE_LEVELS
-from msprobe.core.dump.encode import EntryEncoder
+from msprobe.core.dump.encode import EntryEncoder, SaveTensor
 from msprobe.core.dump.json_files import StepWriter
 from msprobe.core.dump.tensor_writer import TensorWriter
 from msprobe.core.dump.user_stack import user_stack
 from msprobe.core.events import Call, TensorAdapter
 from msprobe.core.naming import backward_name, tensor_file_name
-from msprobe.core.select import Selector
+from msprobe.core.select import Selector, named_by
 
 T = TypeVar("T")
 
@@ -200,11 +201,14 @@ class Parts:
         adapter: TensorAdapter,
         with_tensors: bool,
         summary_mode: str = "statistics",
+        tensors_of: Callable[[str], bool] | None = None,
     ) -> None:
         self.adapter = adapter
         self.output = StepOutput(dump_path, task=task, level=level, framework=framework, with_tensors=with_tensors)
         self.tensors = TensorFiles(adapter, self.output) if with_tensors else None
         save = self.tensors.save if self.tensors is not None else None
+        if save is not None and tensors_of is not None:  # statistics' tensor_list: files for the listed entries
+            save = _only_for(tensors_of, save)
         self.entries = EntryEncoder(adapter, summary_mode=summary_mode, save=save)
         self.spans = ModuleSpans(selector)
 
@@ -242,6 +246,13 @@ class Parts:
         self.output.add_entries(self.entries.release())
 
 
+def _only_for(wanted: Callable[[str], bool], save: SaveTensor) -> SaveTensor:
+    def save_wanted(tensor: Any, entry: str, part: str, path: tuple) -> str | None:
+        return save(tensor, entry, part, path) if wanted(entry) else None
+
+    return save_wanted
+
+
 class DumpCollector:
     """Tasks ``statistics`` and ``tensor``: keeps every selected entry (docs/dump_format.md);
     ``tensor`` adds the tensor files."""
@@ -256,11 +267,13 @@ class DumpCollector:
         selector: Selector,
         adapter: TensorAdapter,
         summary_mode: str = "statistics",
+        tensor_list: tuple[str, ...] = (),
     ) -> None:
         self.selector = selector
         self.parts = Parts(
             task=task, level=level, framework=framework, dump_path=dump_path, selector=selector,
-            adapter=adapter, with_tensors=task == "tensor", summary_mode=summary_mode,
+            adapter=adapter, with_tensors=task == "tensor" or bool(tensor_list), summary_mode=summary_mode,
+            tensors_of=named_by(tensor_list) if tensor_list else None,
         )
         self._entry: CallState[dict] = CallState("dump entry")
 

@@ -22,8 +22,9 @@ from msprobe.core.events import TensorAdapter
 from msprobe.core.log import logger
 
 Leaf = Callable[[Any, tuple], Any]
-# Writes one tensor of an entry to its file: (tensor, entry name, part, index path) → the file's name.
-SaveTensor = Callable[[Any, str, str, tuple], str]
+# Writes one tensor of an entry to its file: (tensor, entry name, part, index path) → the file's name, or
+# None when the entry's tensors are not saved (statistics' tensor_list).
+SaveTensor = Callable[[Any, str, str, tuple], "str | None"]
 # Entries held before their statistics are fetched in one transfer and handed on.
 FETCH_BATCH = 512
 
@@ -153,6 +154,8 @@ class EntryEncoder:
                 return adapter.encode_other(item)
             record = adapter.describe(item)
             record.stats = WITHOUT_STATISTICS
+            if self.save is not None:
+                record.data_name = self.save(item, entry, part, path)
             checksum = adapter.xor_checksum(item, produced)
             if isinstance(checksum, str):
                 record.md5 = checksum

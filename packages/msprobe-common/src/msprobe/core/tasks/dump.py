@@ -45,6 +45,7 @@ class StatisticsConfig(_Filters):
     CRC-32 (md5), or a 64-bit XOR checksum alone (xor)."""
 
     summary_mode: str = "statistics"
+    tensor_list: tuple[str, ...] = ()  # APIs (kinds or full names) whose tensors are saved too
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ def parse_statistics(reader: FieldReader) -> StatisticsConfig:
     return StatisticsConfig(
         **filters(reader),
         summary_mode=reader.choice("summary_mode", SUMMARY_MODES, StatisticsConfig.summary_mode),
+        tensor_list=reader.names("tensor_list"),
     )
 
 
@@ -218,8 +220,9 @@ def build_dump(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[]
     section = config.section
     if isinstance(section, TensorConfig) and section.online_run_ut:
         return build_online(config, kit, on_finish)
-    summary_mode = section.summary_mode if isinstance(section, StatisticsConfig) else "statistics"
-    collector = DumpCollector(task=config.task, summary_mode=summary_mode, **collector_parts(config, kit))
+    statistics = isinstance(section, StatisticsConfig)
+    collector = DumpCollector(task=config.task, summary_mode=section.summary_mode if statistics else "statistics",
+                              tensor_list=section.tensor_list if statistics else (), **collector_parts(config, kit))
     return Session.with_kit(config, collector, kit, on_finish, prepare_model=kit.prepare_for_comparison)
 
 
