@@ -20,6 +20,8 @@ from dump_json import tensor_records  # noqa: E402
 from stats_reference import reference_xor  # noqa: E402
 from zoo_ms import ZOO, train  # noqa: E402
 
+from msprobe.core.naming import parse_name  # noqa: E402
+from msprobe.core.risk import LOW_RISK_APIS  # noqa: E402
 from msprobe.mindspore import PrecisionDebugger  # noqa: E402
 
 LLAMA = next(spec for spec in ZOO if spec.name == "llama")
@@ -75,3 +77,26 @@ def test_a_config_that_selected_nothing_ends_with_one_warning_naming_its_key(tmp
         train(LLAMA, PrecisionDebugger(config_path=str(config)))  # it calls finish()
     warnings = [r.getMessage() for r in caplog.records if "msprobe dumped nothing" in r.getMessage()]
     assert len(warnings) == 1 and warnings[0].startswith(f"msprobe dumped nothing: {expected}"), warnings
+
+
+def _dumped(tmp_path: Path, name: str, **settings) -> tuple[dict, Path]:
+    config = tmp_path / f"{name}.json"
+    config.write_text(json.dumps({"task": "statistics", "level": "mix", "dump_path": str(tmp_path / name),
+                                  **settings}))
+    train(LLAMA, PrecisionDebugger(config_path=str(config)))
+    rank = tmp_path / name / "step0" / "rank"
+    return json.loads((rank / "dump.json").read_text())["data"], rank
+
+
+def test_risk_level_focus_and_tensor_list_on_llama(tmp_path):
+    every, _ = _dumped(tmp_path, "all")
+    kinds = {name: parse_name(name) for name in every}
+    focus, _ = _dumped(tmp_path, "focus", risk_level="FOCUS")
+    assert list(focus) == [n for n in every if kinds[n].is_module or kinds[n].api not in LOW_RISK_APIS]
+    assert len(focus) < len(every)
+    listed, rank = _dumped(tmp_path, "listed", statistics={"tensor_list": ["matmul"]})
+    saved = [record for name, entry in listed.items() for record in tensor_records(entry) if "data_name" in record]
+    assert saved and all(".matmul." in record["data_name"] for record in saved)
+    for record in saved:
+        values = np.load(rank / "dump_tensor_data" / record["data_name"]).astype(np.float64)
+        assert record["Max"] == values.max() and record["Min"] == values.min()
