@@ -20,10 +20,14 @@ from stats_reference import close, reference, reference_xor
 from zoo import ZOO, train
 
 from msprobe.core import cli
+from msprobe.core.compare.api import run_compare
+from msprobe.core.compare.engine import CompareOptions
+from msprobe.core.compare.verdict import DIFFERENT, PASS
 from msprobe.core.config import ConfigError
 from msprobe.core.naming import parse_name
 from msprobe.core.risk import CORE_APIS, LOW_RISK_APIS
 from msprobe.pytorch import PrecisionDebugger
+from msprobe.pytorch.tensor_files import load_pt
 
 GPT2 = next(spec for spec in ZOO if spec.name == "gpt2")
 
@@ -61,6 +65,17 @@ def test_xor_checksums_of_gpt2_are_those_of_its_tensor_files_bytes(tmp_path):
         checked += 1
     assert checked > 500  # every tensor of a GPT-2 step, forward and backward, modules and APIs
     assert np.unique([record["md5"] for record, _ in pairs]).size > 100
+    # compare reads an xor dump as md5 mode: the same run passes everywhere, a second seed differs
+    train(GPT2, _debugger(tmp_path, "xor_again", "statistics", "mix", summary_mode="xor"))
+    train(GPT2, _debugger(tmp_path, "xor_seed", "statistics", "mix", summary_mode="xor"), seed=5)
+    options = CompareOptions(workers=1, progress=False)
+    paths = {"npu_path": tmp_path / "xor" / step / "dump.json", "stack_path": None}
+    same = run_compare(load_pt, {**paths, "bench_path": tmp_path / "xor_again" / step / "dump.json"},
+                       tmp_path / "same", options)
+    other = run_compare(load_pt, {**paths, "bench_path": tmp_path / "xor_seed" / step / "dump.json"},
+                        tmp_path / "other", options)
+    assert same.mode == other.mode == "md5" and len(same.results) >= checked
+    assert {r.verdict for r in same.results} == {PASS} and DIFFERENT in {r.verdict for r in other.results}
 
 
 def _train_switched(debugger, config: Path | None, switches: dict[int, object], steps: int = 6):
