@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "common"))
 
-from dump_json import tensor_records  # noqa: E402
+from dump_json import step_data, tensor_records, write_config  # noqa: E402
 from stats_reference import reference_xor  # noqa: E402
 from zoo_ms import ZOO, train  # noqa: E402
 
@@ -28,9 +28,7 @@ LLAMA = next(spec for spec in ZOO if spec.name == "llama")
 
 
 def _debugger(tmp_path: Path, name: str, task: str, level: str, **section) -> PrecisionDebugger:
-    config = tmp_path / f"{name}.json"
-    config.write_text(json.dumps({"task": task, "level": level, "dump_path": str(tmp_path / name), task: section}))
-    return PrecisionDebugger(config_path=str(config))
+    return PrecisionDebugger(config_path=str(write_config(tmp_path, name, task, level, section)))
 
 
 def _same_run(expected, observed) -> bool:
@@ -45,9 +43,9 @@ def test_xor_checksums_of_llama_are_those_of_its_tensor_files_bytes(tmp_path):
     # the CPU; a plain run shows it too), so only what precedes the first backward is the same in both runs.
     train(LLAMA, _debugger(tmp_path, "files", "tensor", "L1"))
     step = Path("step0") / "rank"
-    xor_data = json.loads((tmp_path / "xor" / step / "dump.json").read_text())["data"]
+    xor_data = step_data(tmp_path / "xor", 0)
     assert any(".backward" in name for name in xor_data)
-    files_data = json.loads((tmp_path / "files" / step / "dump.json").read_text())["data"]
+    files_data = step_data(tmp_path / "files", 0)
     files_data = {name: entry for name, entry in files_data.items() if name.endswith(".forward")}
     xor_data = {name: xor_data[name] for name in files_data}
     pairs = list(zip(tensor_records(xor_data), tensor_records(files_data), strict=True))

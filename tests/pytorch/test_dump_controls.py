@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from dump_json import tensor_records
+from dump_json import step_data, tensor_records, write_config
 from stats_reference import close, reference, reference_xor
+from torch_models import train_steps
 from zoo import ZOO, train
 
 from msprobe.core import cli
@@ -33,9 +34,7 @@ GPT2 = next(spec for spec in ZOO if spec.name == "gpt2")
 
 
 def _debugger(tmp_path: Path, name: str, task: str, level: str, **section) -> PrecisionDebugger:
-    config = tmp_path / f"{name}.json"
-    config.write_text(json.dumps({"task": task, "level": level, "dump_path": str(tmp_path / name), task: section}))
-    return PrecisionDebugger(config_path=str(config))
+    return PrecisionDebugger(config_path=str(write_config(tmp_path, name, task, level, section)))
 
 
 def _same_run(expected, observed) -> bool:
@@ -51,8 +50,7 @@ def test_xor_checksums_of_gpt2_are_those_of_its_tensor_files_bytes(tmp_path):
     assert _same_run(reference, train(GPT2, _debugger(tmp_path, "xor", "statistics", "mix", summary_mode="xor")))
     train(GPT2, _debugger(tmp_path, "files", "tensor", "mix"))
     step = Path("step1") / "rank"
-    xor_data = json.loads((tmp_path / "xor" / step / "dump.json").read_text())["data"]
-    files_data = json.loads((tmp_path / "files" / step / "dump.json").read_text())["data"]
+    xor_data, files_data = step_data(tmp_path / "xor", 1), step_data(tmp_path / "files", 1)
     assert list(xor_data) == list(files_data) and any(".backward" in name for name in xor_data)
     checked = 0
     pairs = list(zip(tensor_records(xor_data), tensor_records(files_data), strict=True))
@@ -81,29 +79,19 @@ def test_xor_checksums_of_gpt2_are_those_of_its_tensor_files_bytes(tmp_path):
 def _train_switched(debugger, config: Path | None, switches: dict[int, object], steps: int = 6):
     """GPT-2 trained ``steps`` AdamW steps; after step N's ``debugger.step()`` config.json's dump_enable
     becomes ``switches[N]``. Returns (losses, parameters, last gradients)."""
+
+    def switch(step: int) -> None:
+        if step in switches:
+            settings = json.loads(config.read_text())
+            settings["dump_enable"] = switches[step]
+            config.write_text(json.dumps(settings))
+
     torch.manual_seed(0)
     model = GPT2.build()
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     gen = torch.Generator().manual_seed(1)
-    losses = []
-    for step in range(steps):
-        batch = GPT2.batch(gen)
-        if debugger is not None:
-            debugger.start(model)
-        loss = GPT2.loss(model, batch)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if debugger is not None:
-            debugger.stop()
-            debugger.step()
-        losses.append(loss.detach().clone())
-        if step in switches:
-            settings = json.loads(config.read_text())
-            settings["dump_enable"] = switches[step]
-            config.write_text(json.dumps(settings))
-    return losses, [p.detach().clone() for p in model.parameters()], [p.grad.clone() for p in model.parameters()]
+    return train_steps(model, optimizer, lambda: GPT2.batch(gen), GPT2.loss, debugger, steps, after_step=switch)
 
 
 def _steps(dump_path: Path) -> list[str]:
