@@ -1,8 +1,11 @@
-"""Reading a dump.json in tests: the tensor records of an entry, shared by both frameworks' tests."""
+"""Reading a dump.json in tests: the tensor records of an entry, shared by both frameworks' tests; and
+writing the config.json that makes one."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 
@@ -17,3 +20,16 @@ def tensor_records(value: Any) -> Iterator[dict]:
     elif isinstance(value, list):
         for item in value:
             yield from tensor_records(item)
+
+
+def write_config(directory: Path, name: str, task: str, level: str, section: dict, **common) -> Path:
+    """``directory/{name}.json``: a config.json dumping into ``directory/{name}`` with ``task``'s section."""
+    config = directory / f"{name}.json"
+    config.write_text(json.dumps({"task": task, "level": level, "dump_path": str(directory / name), task: section,
+                                  **common}))
+    return config
+
+
+def step_data(dump_path: Path, step: int) -> dict:
+    """The ``data`` of ``dump_path``'s dump.json of ``step`` (a run without a process group: ``rank``)."""
+    return json.loads((dump_path / f"step{step}" / "rank" / "dump.json").read_text())["data"]

@@ -24,6 +24,7 @@ from msprobe.core.config.frameworks import Capabilities, register_framework
 from msprobe.core.contract import NOT_HANDLED, Call, CallSink, TensorRecord, TensorStats
 from msprobe.core.dump.host_stats import array_stats
 from msprobe.core.dump.tensor_writer import FrozenTensor
+from msprobe.core.dump.xor_checksum import PendingChecksum, xor_word
 from msprobe.core.lifecycle.calls import CallReporter, Level
 from msprobe.core.services.tree import tensors_in
 
@@ -73,6 +74,14 @@ class NumpyTensorAdapter:
 
     def checksum(self, tensor: np.ndarray, remember: bool = False) -> str:
         return f"{zlib.crc32(np.ascontiguousarray(tensor).tobytes()) & 0xFFFFFFFF:08x}"
+
+    def xor_checksum(self, tensor: np.ndarray, remember: bool = False) -> PendingChecksum:
+        """Left pending, as on an accelerator, so the tests see the batch's one transfer."""
+        return PendingChecksum(xor_word(np.ascontiguousarray(tensor).reshape(-1).view(np.uint8)))
+
+    def transfer_words(self, words: list[int]) -> list[int]:
+        self.fetch_sizes.append(len(words))
+        return list(words)
 
     def snapshot(self, tensor: np.ndarray) -> np.ndarray:
         return tensor.copy()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 import pytest
@@ -30,3 +31,12 @@ def close(a: float | None, b: float | None, rel: float) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     return a == pytest.approx(b, rel=rel, abs=rel)
+
+
+def reference_xor(raw: bytes) -> str:
+    """The XOR checksum of ``raw`` in plain Python (docs/dump_format.md#xor-checksum): the bytes
+    zero-padded to whole 8-byte words, read little-endian, XORed together, as ``0x`` + 16 hex digits."""
+    word = 0
+    for (value,) in struct.iter_unpack("<Q", raw + bytes(-len(raw) % 8)):
+        word ^= value
+    return f"0x{word:016x}"

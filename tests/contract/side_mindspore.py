@@ -17,6 +17,7 @@ from msprobe.mindspore.adapter import MindSporeTensorAdapter, device_stats
 NAME = "MindSpore"
 adapter = MindSporeTensorAdapter
 DEVICE_PATH = device_stats  # what GPU/Ascend tensors get; runs on the CPU too
+XOR_DEVICE_PATH = None  # the XOR checksum is folded on the host
 DTYPE_NAMES = {"float32": "Float32", "float16": "Float16", "int64": "Int64", "bool": "Bool", "bfloat16": "BFloat16"}
 FILE_DTYPES = {"float32": "float32", "bfloat16": "float32"}  # .npy: numpy has no bfloat16, widened exactly
 NOT_TENSORS = (1.0, np.ones(1))

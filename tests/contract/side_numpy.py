@@ -9,6 +9,7 @@ from numpy_adapter import NumpyTensorAdapter
 NAME = "numpy"
 adapter = NumpyTensorAdapter
 DEVICE_PATH = None  # host memory has no device to keep statistics on
+XOR_DEVICE_PATH = None  # the XOR checksum is folded on the host
 DTYPE_NAMES = {"float32": "float32", "float16": "float16", "int64": "int64", "bool": "bool"}
 FILE_DTYPES = {"float32": "float32"}  # what a tensor file holds, per dtype
 NOT_TENSORS = (1.0, np.float32(1.0))  # numpy scalars are values (msprobe.core.dump.encode writes them)

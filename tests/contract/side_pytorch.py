@@ -10,8 +10,9 @@ import numpy as np
 import torch
 from training import Training
 
+from msprobe.core.dump.xor_checksum import PendingChecksum
 from msprobe.pytorch import PrecisionDebugger  # noqa: F401 - the side's debugger (training.debugger)
-from msprobe.pytorch.adapter import TorchTensorAdapter, _device_stats
+from msprobe.pytorch.adapter import TorchTensorAdapter, _device_stats, device_xor
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "pytorch"))  # the PyTorch tests' models (importlib mode)
 from torch_models import ConvBN, GRUNet, TinyTransformer  # noqa: E402
@@ -35,6 +36,11 @@ ENCODED = (
 def DEVICE_PATH(t: torch.Tensor):  # noqa: N802 - the contract's name for an adapter's accelerator path
     """What an accelerator tensor gets (launched reductions, one fetch); runs on the CPU too."""
     return _device_stats(t.detach())
+
+
+def XOR_DEVICE_PATH(t: torch.Tensor):  # noqa: N802 - the contract's name for an adapter's accelerator path
+    """What an accelerator tensor's XOR checksum is (a word folded on its device); runs on the CPU too."""
+    return PendingChecksum(device_xor(t.detach()))
 
 
 def tensor(values: np.ndarray, dtype: str) -> torch.Tensor:

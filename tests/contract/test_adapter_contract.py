@@ -10,9 +10,11 @@ import zlib
 
 import numpy as np
 import pytest
+from stats_reference import reference_xor
 
 from msprobe.core.contract import NOT_HANDLED
 from msprobe.core.dump.tensor_writer import TensorWriter
+from msprobe.core.dump.xor_checksum import resolve_checksums
 
 RNG = np.random.default_rng(7)
 
@@ -112,6 +114,42 @@ def test_checksum_of_bfloat16_is_over_its_own_two_bytes(side):
     values = np.array([1.0, -2.5, 3.25, 300.0], np.float32)  # exact in bfloat16: its upper 16 bits
     raw = (values.view(np.uint32) >> 16).astype(np.uint16).tobytes()
     assert side.adapter().checksum(side.tensor(values, "bfloat16")) == f"{zlib.crc32(raw):08x}"
+
+
+XOR_CASES = {  # name → (values, dtype): widths 1, 2, 4, 8, 16, sizes that leave a partial word or none
+    **{name: STATS_CASES[name] for name in ("float32", "float16", "float64", "int32", "uint8", "bool",
+                                            "complex64", "zero-dim", "empty", "large float32")},
+    "odd bytes": (np.arange(13), "uint8"),
+}
+
+
+@pytest.mark.parametrize("case", list(XOR_CASES))
+def test_xor_checksum_is_the_xor_of_the_little_endian_words(side, case):
+    values, dtype = XOR_CASES[case]
+    tensor = side.tensor(values, dtype)
+    want = reference_xor(values.astype(dtype).tobytes())  # tobytes: row-major
+    adapter = side.adapter()
+    handles = [adapter.xor_checksum(tensor)]
+    if side.XOR_DEVICE_PATH is not None:
+        handles.append(side.XOR_DEVICE_PATH(tensor))
+    assert resolve_checksums(handles, adapter.transfer_words) == [want] * len(handles)
+
+
+def test_xor_checksum_reads_a_transposed_tensor_in_row_major_order(side):
+    values = np.arange(24.0).reshape(6, 4)
+    tensor = side.transposed(side.tensor(values, "float32"))
+    adapter = side.adapter()
+    handles = [adapter.xor_checksum(tensor)] + ([side.XOR_DEVICE_PATH(tensor)] if side.XOR_DEVICE_PATH else [])
+    want = reference_xor(np.ascontiguousarray(values.astype(np.float32).T).tobytes())
+    assert resolve_checksums(handles, adapter.transfer_words) == [want] * len(handles)
+
+
+def test_xor_checksum_of_bfloat16_is_over_its_own_two_bytes(side):
+    values = np.array([1.0, -2.5, 3.25, 300.0, 7.0], np.float32)  # exact in bfloat16: its upper 16 bits
+    raw = (values.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    adapter = side.adapter()
+    (got,) = resolve_checksums([adapter.xor_checksum(side.tensor(values, "bfloat16"))], adapter.transfer_words)
+    assert got == reference_xor(raw)
 
 
 def test_capture_is_describe_and_stats(side):

@@ -12,9 +12,9 @@ from sides import NOT_TRAINED, load_side
 from training import debugger, run
 
 EVERY_LEVEL = ("statistics-L0", "statistics-L1", "statistics-mix", "tensor-mix")
-MODELS = {  # framework → model → the modes it trains under (md5 differs from statistics by a checksum: once)
-    "pytorch": {"ConvBN": (*EVERY_LEVEL, "md5-L1"), "GRUNet": EVERY_LEVEL, "TinyTransformer": EVERY_LEVEL},
-    "mindspore": {"reads_twice": (*EVERY_LEVEL, "md5-L1"), "llama_block": EVERY_LEVEL,  # mindcv: a library
+MODELS = {  # framework → model → the modes it trains under (md5, xor differ from statistics by a checksum: once)
+    "pytorch": {"ConvBN": (*EVERY_LEVEL, "md5-L1", "xor-mix"), "GRUNet": EVERY_LEVEL, "TinyTransformer": EVERY_LEVEL},
+    "mindspore": {"reads_twice": (*EVERY_LEVEL, "md5-L1", "xor-mix"), "llama_block": EVERY_LEVEL,  # mindcv: a library
                   "mindcv_vit": ("statistics-L0", "statistics-mix"), "mindcv_resnet": ("statistics-mix",)},
 }
 CASES = [pytest.param(framework, name, mode, id=f"{framework}-{name}-{mode}")

@@ -15,6 +15,7 @@ MODES = {  # name → the debugger's settings: task, level, then the task's own 
     "statistics-mix": dict(task="statistics", level="mix"),
     "tensor-mix": dict(task="tensor", level="mix"),
     "md5-L1": dict(task="statistics", level="L1", summary_mode="md5"),
+    "xor-mix": dict(task="statistics", level="mix", summary_mode="xor"),
     "overflow_check-L1": dict(task="overflow_check", level="L1"),
     "free_benchmark-backward": dict(task="free_benchmark", level="L1", fuzz_stage="backward"),
 }

@@ -53,9 +53,11 @@ class TinyTransformer(nn.Module):
         return torch.randint(0, 20, (3, 7), generator=gen), torch.randint(0, 5, (3,), generator=gen)
 
 
-def train_steps(model, optimizer, next_batch, loss_of, debugger=None, steps: int = 3, autocast=None):
+def train_steps(model, optimizer, next_batch, loss_of, debugger=None, steps: int = 3, autocast=None,
+                after_step=None):
     """The training loop every end-to-end test runs; each step framed by ``start``/``stop``/``step`` as
-    the docs show, the optimizer step inside the frame. Returns (losses, parameters, last gradients)."""
+    the docs show, the optimizer step inside the frame; ``after_step(n)`` runs after step n (a test's edit
+    between steps). Returns (losses, parameters, last gradients)."""
     losses = []
     for _ in range(steps):
         batch = next_batch()
@@ -70,6 +72,8 @@ def train_steps(model, optimizer, next_batch, loss_of, debugger=None, steps: int
             debugger.stop()
             debugger.step()
         losses.append(loss.detach().clone())
+        if after_step is not None:
+            after_step(len(losses) - 1)
     grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
     params = [p.detach().clone() for p in model.parameters()]
     return losses, params, grads

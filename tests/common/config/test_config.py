@@ -104,12 +104,13 @@ def test_no_file_gives_builtin_defaults():
         "api_list": (),
         "data_mode": ("all",),
         "summary_mode": "statistics",
+        "tensor_list": (),
     }
 
 
 # The 1.1.1 defaults (docs and its config.json), written out here independently of the model.
 SECTION_DEFAULTS = {
-    "statistics": {"scope": (), "api_list": (), "data_mode": ("all",), "summary_mode": "statistics"},
+    "statistics": {"scope": (), "api_list": (), "data_mode": ("all",), "summary_mode": "statistics", "tensor_list": ()},
     "tensor": {
         "scope": (),
         "api_list": (),
@@ -239,9 +240,9 @@ def test_message_names_path_value_and_allowed(load):
     with pytest.raises(ConfigError) as excinfo:
         load(base(section={"summary_mode": "crc"}))
     assert str(excinfo.value).splitlines()[1:] == [
-        "  statistics.summary_mode: got 'crc'; allowed: one of 'statistics', 'md5'"
+        "  statistics.summary_mode: got 'crc'; allowed: one of 'statistics', 'md5', 'xor'"
     ]
-    assert excinfo.value.problems[0].allowed == "one of 'statistics', 'md5'"
+    assert excinfo.value.problems[0].allowed == "one of 'statistics', 'md5', 'xor'"
 
 
 # --- common keys and overrides ---------------------------------------------------------------
@@ -432,7 +433,7 @@ def _documented_examples() -> list[tuple[str, str]]:
 
 def test_documented_examples_load(load, msprobe_log):
     examples = _documented_examples()
-    assert len(examples) == 9
+    assert len(examples) == 10
     for framework, block in examples:
         load(block, framework=framework)
     assert msprobe_log.messages == []

@@ -91,6 +91,13 @@ INVALID = {
         {"level": "L2"},
         {"statistics.summary_mode": "md5"},
     ),
+    "static graph xor": (
+        "mindspore",
+        "statistics",
+        {"summary_mode": "xor"},
+        {"level": "L2"},
+        {"statistics.summary_mode": "xor"},
+    ),
     "bin outside static graph": (
         "pytorch",
         "tensor",

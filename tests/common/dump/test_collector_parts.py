@@ -21,6 +21,7 @@ from msprobe.core.lifecycle.select import Selector
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # the numpy "framework" in tests/common (importlib mode)
 from numpy_adapter import NumpyTensorAdapter  # noqa: E402
+from stats_reference import reference_xor  # noqa: E402
 
 
 def api(name: str, *args, mutates: bool = False) -> Call:
@@ -86,7 +87,7 @@ def test_md5_and_tensor_files_are_asked_per_tensor_with_its_place():
         saved.append((entry, part, path))
         return f"{entry}.{part}.{'.'.join(map(str, path))}.npy"
 
-    entries = EntryEncoder(NumpyTensorAdapter(), with_md5=True, save=save)
+    entries = EntryEncoder(NumpyTensorAdapter(), summary_mode="md5", save=save)
     value = entries.encode((np.ones(2), [1, np.zeros(3)]), "Torch.cat.0.forward", "input")
     assert saved == [("Torch.cat.0.forward", "input", (0,)), ("Torch.cat.0.forward", "input", (1, 1))]
     entries.hold("Torch.cat.0.forward", {"input_args": value})
@@ -95,6 +96,22 @@ def test_md5_and_tensor_files_are_asked_per_tensor_with_its_place():
     assert number == {"type": "int", "value": 1}
     assert second["data_name"] == "Torch.cat.0.forward.input.1.1.npy" and len(second["md5"]) == 8
     assert "data_name" in first and "md5" in first
+
+
+def test_xor_checksums_of_a_batch_arrive_in_one_transfer_instead_of_statistics():
+    adapter = NumpyTensorAdapter()
+    entries = EntryEncoder(adapter, summary_mode="xor")
+    values = np.arange(5, dtype=np.float32)  # 20 bytes: two whole words and a padded one
+    for i in range(3):
+        entries.hold(f"Torch.add.{i}.forward", {"output": entries.encode(values + i, f"Torch.add.{i}.forward",
+                                                                         "output", as_list=True)})
+    assert adapter.fetch_sizes == []  # nothing reached the host yet
+    released = entries.release()
+    assert adapter.fetch_sizes == [3]  # the words, in one transfer; no statistics were asked for
+    for i, (_, text) in enumerate(released):
+        (record,) = json.loads(text)["output"]
+        checksum = reference_xor((values + i).tobytes())
+        assert record == {"type": "numpy.ndarray", "dtype": "float32", "shape": [5], "md5": checksum}
 
 
 def test_dropped_entries_never_reach_the_host():

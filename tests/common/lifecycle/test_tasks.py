@@ -19,7 +19,7 @@ from msprobe.core.tasks.builtin import BUILTIN_MODULES
 from msprobe.core.tasks.registry import task_named, task_names
 
 HERE = Path(__file__).parents[1]
-BUILT_IN = ("statistics", "tensor", "free_benchmark", "grad_probe", "overflow_check", "run_ut")
+BUILT_IN = ("statistics", "tensor", "free_benchmark", "grad_probe", "overflow_check", "run_ut", "structure")
 
 
 def run_fresh(code: str) -> subprocess.CompletedProcess:

@@ -114,8 +114,11 @@ class TensorRecord:
         """The dump.json value: members in the order msprobe 1.1.1 writes them (``type``, ``dtype``,
         ``shape``, the statistics, ``requires_grad``, the finite extremes, ``md5``, ``data_name``), then
         our extensions ``dtensor`` and ``uninitialised``."""
-        statistics, extremes = (self.stats or _NO_STATS).json_members()
-        text = _head(self.type_name, self.dtype, self.shape) + statistics
+        if self.stats is WITHOUT_STATISTICS:  # summary_mode xor: the checksum alone
+            text, extremes = _head(self.type_name, self.dtype, self.shape)[:-2], ""
+        else:
+            statistics, extremes = (self.stats or _NO_STATS).json_members()
+            text = _head(self.type_name, self.dtype, self.shape) + statistics
         if self.requires_grad is not None:
             text += ', "requires_grad": true' if self.requires_grad else ', "requires_grad": false'
         text += extremes
@@ -131,6 +134,8 @@ class TensorRecord:
 
 
 _NO_STATS = TensorStats(None, None, None, None)  # read only
+# A record's ``stats`` when it is summarised by its XOR checksum alone: no Max..Norm members are written.
+WITHOUT_STATISTICS = TensorStats(None, None, None, None)
 
 
 def _finite_or_none(value: float | bool | None) -> bool:
@@ -267,6 +272,15 @@ class TensorAdapter(Protocol):
     def checksum(self, tensor: Any, remember: bool = False) -> str:
         """CRC-32 of the tensor's bytes as 8 lowercase hex digits (summary_mode md5); ``remember`` as in
         :meth:`capture`."""
+
+    def xor_checksum(self, tensor: Any, remember: bool = False) -> Any:
+        """The 64-bit XOR checksum of the tensor's bytes (summary_mode xor,
+        :mod:`msprobe.core.dump.xor_checksum`): its text when known at once, else a
+        :class:`~msprobe.core.dump.xor_checksum.PendingChecksum` left where the tensor lives, whose batch
+        :meth:`transfer_words` brings to the host; ``remember`` as in :meth:`capture`."""
+
+    def transfer_words(self, words: list[Any]) -> list[int | None]:
+        """Pending checksums' words (``PendingChecksum.word``) to the host in one transfer, as ints."""
 
     def snapshot(self, tensor: Any) -> Any:
         """A detached copy that later in-place changes cannot reach (for saving inputs of in-place APIs)."""

@@ -22,6 +22,7 @@ from msprobe.core.contract import NOT_HANDLED, TensorRecord, TensorStats
 from msprobe.core.dump.device_stats import STAT_COUNT, DeviceCopy, StatsAdapterBase, StatsHandle
 from msprobe.core.dump.host_stats import EXACT_FLOAT32_BOUNDS, crc32_hex
 from msprobe.core.dump.tensor_writer import FrozenTensor
+from msprobe.core.dump.xor_checksum import PendingChecksum, xor_word
 from msprobe.mindspore import reads
 
 _FLOAT64_REDUCED = (mindspore.float64, mindspore.int8, mindspore.int16, mindspore.int32, mindspore.int64,
@@ -94,6 +95,15 @@ class MindSporeTensorAdapter(StatsAdapterBase):
     def checksum(self, tensor: mindspore.Tensor, remember: bool = False) -> str:
         return crc32_hex(np.ascontiguousarray(reads.read_host(tensor)).tobytes())
 
+    def xor_checksum(self, tensor: mindspore.Tensor, remember: bool = False) -> PendingChecksum:
+        """On the host, from a batched read (:mod:`msprobe.mindspore.reads`): the tensor's bytes are read
+        whole, on every device (docs/dump_format.md#xor-checksum)."""
+        return PendingChecksum(reads.note(tensor, _host_word))
+
+    def transfer_words(self, words: list[reads.PendingRead]) -> list[int | None]:
+        reads.settle()
+        return [word.result for word in words]
+
     def snapshot(self, tensor: mindspore.Tensor) -> mindspore.Tensor:
         return tensor.copy()
 
@@ -113,6 +123,10 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         if isinstance(value, mindspore.dtype.Type):
             return {"type": "mindspore.dtype", "value": str(value)}
         return NOT_HANDLED
+
+
+def _host_word(array: np.ndarray) -> int:
+    return xor_word(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
 
 
 # Tensors up to this many elements are copied and reduced with their batch (each copy is held until the

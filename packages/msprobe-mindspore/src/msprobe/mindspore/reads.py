@@ -18,6 +18,9 @@ same order, so the same numbers, and every one of those reads is then immediate
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 import mindspore
@@ -31,13 +34,15 @@ PENDING_MAX_BYTES = 64 << 20
 
 class PendingRead:
     """The statistics of one tensor, read at the next :func:`settle` (``result``: a :class:`HostCopy` or the
-    statistics themselves, as :func:`~msprobe.core.dump.host_stats.host_stats` gives them)."""
+    statistics themselves, as :func:`~msprobe.core.dump.host_stats.host_stats` gives them); with another
+    ``reduce``, what it makes of the host array (summary_mode xor: the folded word)."""
 
-    __slots__ = ("tensor", "result")
+    __slots__ = ("tensor", "result", "reduce")
 
-    def __init__(self, tensor: mindspore.Tensor) -> None:
+    def __init__(self, tensor: mindspore.Tensor, reduce: Callable[[np.ndarray], Any] = host_stats) -> None:
         self.tensor: mindspore.Tensor | None = tensor
-        self.result: HostCopy | TensorStats | None = None
+        self.result: Any = None
+        self.reduce = reduce
 
     @property
     def stats(self) -> TensorStats | None:
@@ -49,10 +54,10 @@ _pending: list[PendingRead] = []
 _pending_bytes = 0
 
 
-def note(tensor: mindspore.Tensor) -> PendingRead:
-    """A read of ``tensor`` to make at the next :func:`settle`."""
+def note(tensor: mindspore.Tensor, reduce: Callable[[np.ndarray], Any] = host_stats) -> PendingRead:
+    """A read of ``tensor`` to make at the next :func:`settle`, handed to ``reduce``."""
     global _pending_bytes
-    read = PendingRead(tensor)
+    read = PendingRead(tensor, reduce)
     _pending.append(read)
     _pending_bytes += tensor.nbytes
     if _pending_bytes > PENDING_MAX_BYTES:
@@ -73,11 +78,12 @@ def settle() -> None:
     _pending_bytes = 0
     try:
         for read in reads:
-            read.result, read.tensor = host_stats(read_host(read.tensor)), None
+            read.result, read.tensor = read.reduce(read_host(read.tensor)), None
     except UserComputationError:
         for read in reads:
             if read.tensor is not None:
-                read.result, read.tensor = TensorStats(None, None, None, None), None
+                unread = TensorStats(None, None, None, None) if read.reduce is host_stats else None
+                read.result, read.tensor = unread, None
         raise
 
 

@@ -29,6 +29,7 @@ from msprobe.core.dump.host_stats import (
     with_finite_extremes,
 )
 from msprobe.core.dump.tensor_writer import FrozenTensor
+from msprobe.core.dump.xor_checksum import WORD_BYTES, PendingChecksum, host_xor
 from msprobe.pytorch.dtensor import PLAIN, local_shard
 
 _RECENT_LIMIT = 4096  # tensors whose statistics are remembered for reuse
@@ -213,6 +214,17 @@ class TorchTensorAdapter(StatsAdapterBase):
         with _Exact(tensor):  # a user's mode must not see (or change) the copy we hash
             return _remembered(self._checksums, tensor, _crc32, remember)
 
+    def xor_checksum(self, tensor: torch.Tensor, remember: bool = False) -> str | PendingChecksum:
+        with _Exact(tensor):
+            return _remembered(self._checksums, tensor, _xor, remember)
+
+    def transfer_words(self, words: list[torch.Tensor]) -> list[int]:
+        """The folded words of a batch, to the host in one transfer."""
+        with _Exact(None):
+            if len({w.device for w in words}) > 1:
+                words = [w.cpu() for w in words]
+            return torch.stack(words).tolist()
+
     def _compute_stats(self, tensor: torch.Tensor) -> StatsHandle | DeviceCopy | HostCopy | TensorStats:
         tensor = _readable(tensor)
         # is_cpu, not device.type: this runs for every tensor, and building a device object costs 0.3 µs
@@ -315,6 +327,33 @@ def _crc32(tensor: torch.Tensor) -> str:
     DTensor's local shard."""
     t = _readable(tensor).detach().cpu().contiguous()
     return crc32_hex(_memory(t) if t.nbytes else b"")
+
+
+def _xor(tensor: torch.Tensor) -> str | PendingChecksum:
+    """The XOR checksum: folded by numpy at once in host memory, on the device elsewhere (one word left
+    there for the batch's transfer)."""
+    t = _readable(tensor).detach()
+    if t.is_cpu:
+        t = t.contiguous()
+        return host_xor(_memory(t) if t.nbytes else b"")
+    return PendingChecksum(device_xor(t))
+
+
+def device_xor(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bytes in row-major order, zero-padded to whole 64-bit words and XORed together on its
+    device: a 0-d int64 tensor, no host sync (halves fold onto each other, log2(n) launches)."""
+    with torch.no_grad():
+        raw = t.contiguous().reshape(-1).view(torch.uint8)
+        padding = -raw.numel() % WORD_BYTES
+        if padding:
+            raw = torch.cat((raw, raw.new_zeros(padding)))
+        words = raw.view(torch.int64) if raw.numel() else raw.new_zeros(1, dtype=torch.int64)
+        while words.numel() > 1:
+            if words.numel() % 2:
+                words = torch.cat((words, words.new_zeros(1)))
+            half = words.numel() // 2
+            words = torch.bitwise_xor(words[:half], words[half:])
+        return words.reshape(())
 
 
 def _readable(tensor: torch.Tensor) -> torch.Tensor:

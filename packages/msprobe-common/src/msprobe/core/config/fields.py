@@ -62,6 +62,10 @@ class FieldReader:
     def flag(self, key: str, default: bool) -> bool:
         return self._read(key, default, lambda v: isinstance(v, bool), "true or false (a JSON boolean)")
 
+    def optional_flag(self, key: str) -> bool | None:
+        """A JSON boolean where absence means ``None`` (not given is not the same as ``false``)."""
+        return self._read(key, None, lambda v: isinstance(v, bool), "true or false (a JSON boolean)")
+
     def integer(self, key: str, default: int, accept: Callable[[int], bool], allowed: str) -> int:
         return self._read(key, default, lambda v: is_int(v) and accept(v), allowed)
 

@@ -22,6 +22,7 @@ from msprobe.core.config.model import (
     DebuggerConfig,
 )
 from msprobe.core.config.rules import RuleContext, cross_field_problems
+from msprobe.core.lifecycle.risk import RISK_LEVELS
 from msprobe.core.services.jsonfile import JsonFileError, MiB, load_json_file
 from msprobe.core.services.log import logger
 from msprobe.core.tasks.registry import task_named, task_names
@@ -109,6 +110,9 @@ def build_config(
     rank = from_file.indices("rank", ())
     step = reader_for("step").indices("step", ())
     enable_dataloader = from_file.flag("enable_dataloader", False)
+    dump_enable = from_file.optional_flag("dump_enable")
+    risk_level = from_file.choice("risk_level", RISK_LEVELS, "ALL")
+    low_risk_apis = from_file.names("low_risk_apis")
 
     warn_unused_keys(raw, task)
     if enable_dataloader and capabilities.dataloader_steps:
@@ -143,6 +147,10 @@ def build_config(
         level=level,
         enable_dataloader=enable_dataloader,
         section=section,
+        risk_level=risk_level,
+        low_risk_apis=low_risk_apis,
+        dump_enable=dump_enable,
+        config_file=file,
     )
 
 

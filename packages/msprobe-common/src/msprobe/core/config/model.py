@@ -7,7 +7,7 @@ tuples, not lists).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from msprobe.core.config.frameworks import capabilities_of
@@ -33,6 +33,11 @@ class DebuggerConfig:
     level: str
     enable_dataloader: bool
     section: Any  # the frozen section dataclass of the task's module (msprobe.core.tasks)
+    risk_level: str = "ALL"  # which API calls a dump keeps (msprobe.core.lifecycle.risk): CORE, FOCUS or ALL
+    low_risk_apis: tuple[str, ...] = ()  # API kinds added to the shipped low-risk list
+    dump_enable: bool | None = None  # None: not in the file, capture is on and the file is not watched
+    # the absolute path of config.json (None without one), where dump_enable is re-read; not a setting
+    config_file: str | None = field(default=None, compare=False)
 
     def section_as(self, kind: type[S]) -> S:
         """The task's section, typed as ``kind`` (its class, from the task's module); a TypeError when the

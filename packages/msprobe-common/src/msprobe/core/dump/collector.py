@@ -10,17 +10,18 @@ Where this sits in the walk of a tensor: docs/architecture.md#the-walk-of-one-te
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from msprobe.core.contract import Call, TensorAdapter
-from msprobe.core.dump.encode import EntryEncoder
+from msprobe.core.dump.encode import EntryEncoder, SaveTensor
 from msprobe.core.dump.json_files import DumpIdentity, StepWriter
 from msprobe.core.dump.tensor_writer import TensorWriter
 from msprobe.core.dump.user_stack import user_stack
 from msprobe.core.lifecycle.calls import MODULE_LEVELS
 from msprobe.core.lifecycle.naming import backward_name, tensor_file_name
-from msprobe.core.lifecycle.select import Selector
+from msprobe.core.lifecycle.select import Selector, named_by
 
 T = TypeVar("T")
 
@@ -185,12 +186,14 @@ class Parts:
     """The four parts wired together, with the step lifecycle a collector delegates to them."""
 
     def __init__(self, identity: DumpIdentity, selector: Selector, adapter: TensorAdapter, *,
-                 with_md5: bool = False) -> None:
+                 summary_mode: str = "statistics", tensors_of: Callable[[str], bool] | None = None) -> None:
         self.adapter = adapter
         self.output = StepOutput(identity)
         self.tensors = TensorFiles(adapter, self.output) if identity.with_tensors else None
         save = self.tensors.save if self.tensors is not None else None
-        self.entries = EntryEncoder(adapter, with_md5=with_md5, save=save)
+        if save is not None and tensors_of is not None:  # statistics' tensor_list: files for the listed entries
+            save = _only_for(tensors_of, save)
+        self.entries = EntryEncoder(adapter, summary_mode=summary_mode, save=save)
         self.spans = ModuleSpans(selector)
 
     def begin_step(self, step: int, rank: int | None) -> None:
@@ -227,14 +230,22 @@ class Parts:
         self.output.add_entries(self.entries.release())
 
 
+def _only_for(wanted: Callable[[str], bool], save: SaveTensor) -> SaveTensor:
+    def save_wanted(tensor: Any, entry: str, part: str, path: tuple) -> str | None:
+        return save(tensor, entry, part, path) if wanted(entry) else None
+
+    return save_wanted
+
+
 class DumpCollector:
     """Tasks ``statistics`` and ``tensor``: keeps every selected entry (docs/dump_format.md);
     ``tensor`` adds the tensor files."""
 
     def __init__(self, identity: DumpIdentity, selector: Selector, adapter: TensorAdapter, *,
-                 summary_mode: str = "statistics") -> None:
+                 summary_mode: str = "statistics", tensor_list: tuple[str, ...] = ()) -> None:
         self.selector = selector
-        self.parts = Parts(identity, selector, adapter, with_md5=summary_mode == "md5")
+        self.parts = Parts(identity, selector, adapter, summary_mode=summary_mode,
+                           tensors_of=named_by(tensor_list) if tensor_list else None)
         self._entry: CallState[dict] = CallState("dump entry")
 
     # ------------------------------------------------------------------ step lifecycle

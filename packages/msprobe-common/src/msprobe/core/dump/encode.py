@@ -15,14 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.core.contract import NOT_HANDLED, TensorAdapter, TensorRecord, TensorStats
+from msprobe.core.contract import NOT_HANDLED, WITHOUT_STATISTICS, TensorAdapter, TensorRecord, TensorStats
 from msprobe.core.dump.json_files import quoted
 from msprobe.core.dump.uninitialised import outputs_uninitialised
+from msprobe.core.dump.xor_checksum import resolve_checksums
 from msprobe.core.services.log import logger
 
 Leaf = Callable[[Any, tuple], Any]
-# Writes one tensor of an entry to its file: (tensor, entry name, part, index path) → the file's name.
-SaveTensor = Callable[[Any, str, str, tuple], str]
+# Writes one tensor of an entry to its file: (tensor, entry name, part, index path) → the file's name, or
+# None when the entry's tensors are not saved (statistics' tensor_list).
+SaveTensor = Callable[[Any, str, str, tuple], "str | None"]
 # Entries held before their statistics are fetched in one transfer and handed on.
 FETCH_BATCH = 512
 
@@ -98,19 +100,21 @@ class EntryEncoder:
     :meth:`release` fetches every pending statistic in one transfer.
 
     ``save`` (the tensor files part) is asked for each tensor when the entries come with their files;
-    ``with_md5`` adds each tensor's checksum (summary_mode md5).
+    ``summary_mode`` ``md5`` adds each tensor's CRC-32 to its statistics, ``xor`` writes its XOR checksum
+    instead of them (left on the device and fetched with the batch, as statistics are).
     """
 
     def __init__(
-        self, adapter: TensorAdapter, *, with_md5: bool = False, save: SaveTensor | None = None,
+        self, adapter: TensorAdapter, *, summary_mode: str = "statistics", save: SaveTensor | None = None,
         batch: int = FETCH_BATCH,
     ) -> None:
         self.adapter = adapter
-        self.with_md5 = with_md5
+        self.summary_mode = summary_mode
         self.save = save
         self.batch = batch
         self._held: list[tuple[str, dict | str]] = []  # (name, entry awaiting its statistics, or its text)
         self._handles: list[tuple[TensorRecord, Any]] = []
+        self._checksums: list[tuple[TensorRecord, Any]] = []  # summary_mode xor: words still on the device
 
     def encode(self, value: Any, entry: str, part: str, *, as_list: bool = False) -> Any:
         """``value`` (an argument list, kwargs or an output) with each tensor as a :class:`TensorRecord`
@@ -120,6 +124,8 @@ class EntryEncoder:
         adapter, handles, save = self.adapter, self._handles, self.save
         produced = part == "output"  # what the call made: reused if met again unchanged (next call's input)
         uninitialised = produced and outputs_uninitialised(entry)  # empty_like & co: whatever memory held
+        if self.summary_mode == "xor":
+            return encode_value(value, self._xor_leaf(entry, part, produced, uninitialised))
 
         def leaf(item: Any, path: tuple) -> Any:
             if not adapter.is_tensor(item):
@@ -132,7 +138,7 @@ class EntryEncoder:
                 record.stats = known
             else:
                 handles.append((record, stats))
-            if self.with_md5:
+            if self.summary_mode == "md5":
                 record.md5 = adapter.checksum(item, produced)
             if save is not None:
                 record.data_name = save(item, entry, part, path)
@@ -140,6 +146,27 @@ class EntryEncoder:
             return record
 
         return encode_value(value, leaf)
+
+    def _xor_leaf(self, entry: str, part: str, produced: bool, uninitialised: bool) -> Leaf:
+        """Each tensor as its record and XOR checksum, no statistics (summary_mode xor, task statistics)."""
+        adapter, checksums = self.adapter, self._checksums
+
+        def leaf(item: Any, path: tuple) -> Any:
+            if not adapter.is_tensor(item):
+                return adapter.encode_other(item)
+            record = adapter.describe(item)
+            record.stats = WITHOUT_STATISTICS
+            record.uninitialised = record.uninitialised or uninitialised
+            if self.save is not None:
+                record.data_name = self.save(item, entry, part, path)
+            checksum = adapter.xor_checksum(item, produced)
+            if isinstance(checksum, str):
+                record.md5 = checksum
+            else:
+                checksums.append((record, checksum))
+            return record
+
+        return leaf
 
     def hold(self, name: str, entry: dict) -> bool:
         """Keep a finished entry until its statistics arrive; True when a batch is full.
@@ -149,7 +176,7 @@ class EntryEncoder:
         is all that waits for the writer, not the dicts, lists and records of the entry, which the
         garbage collector would otherwise walk and promote until the end of the step (promotions bring
         full collections of the user's whole heap; docs/performance.md)."""
-        self._held.append((name, entry if self._handles else render(entry)))
+        self._held.append((name, entry if self._handles or self._checksums else render(entry)))
         return len(self._held) >= self.batch
 
     def release(self) -> list[tuple[str, str]]:
@@ -159,6 +186,11 @@ class EntryEncoder:
             for record, stats in zip(records, self.adapter.fetch(list(handles))):
                 record.stats = stats
             self._handles.clear()
+        if self._checksums:
+            records, checksums = zip(*self._checksums)
+            for record, checksum in zip(records, resolve_checksums(checksums, self.adapter.transfer_words)):
+                record.md5 = checksum
+            self._checksums.clear()
         released = [(name, held if isinstance(held, str) else render(held)) for name, held in self._held]
         self._held.clear()
         return released
@@ -167,6 +199,7 @@ class EntryEncoder:
         """Forget every held entry and pending statistic (the step was given up)."""
         self._held.clear()
         self._handles.clear()
+        self._checksums.clear()
 
 
 def _numpy_type_name(value: np.generic) -> str:

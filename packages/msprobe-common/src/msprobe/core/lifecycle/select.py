@@ -9,10 +9,11 @@ backward entry with its forward): docs/pytorch/dump.md#filters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from msprobe.core.lifecycle.naming import BACKWARD, DIRECTIONS, FORWARD, EntryName, parse_name
+from msprobe.core.lifecycle.risk import RiskFilter
 
 DATA_MODES = ("all", "forward", "backward", "input", "output")
 PARTS = ("input", "output")
@@ -27,14 +28,24 @@ class Selector:
         scope: Sequence[str] = (),
         names: Sequence[str] = (),
         data_mode: Sequence[str] = ("all",),
+        risk: RiskFilter | None = None,
     ) -> None:
         self._steps = frozenset(_non_negative_ints("step", steps))
         self._ranks = frozenset(_non_negative_ints("rank", ranks))
         self._scope = _ScopeRange(scope) if scope else None
         self._list = _NameList(names) if names else None
+        # risk_level decides only where neither scope nor list is given (docs/config.md#risk_level-and-tensor_list)
+        self._risk = risk if risk is not None and risk.level != "ALL" and not (scope or names) else None
         self._directions, self._parts = _data_mode(data_mode)
         self._keeps_all = len(self._directions) == len(DIRECTIONS) and len(self._parts) == len(PARTS)
         self._selected_forwards: set[str] = set()
+        # what scope and list let through in the whole run, for the empty-dump warning (lifecycle.empty_dump)
+        self.selected_any = self.scope_opened = self.list_matched = False
+
+    @property
+    def filters(self) -> bool:
+        """scope, list or a risk_level other than ALL selects."""
+        return self._scope is not None or self._list is not None or self._risk is not None
 
     # ------------------------------------------------------------------ step and rank
     def selects_step(self, step: int) -> bool:
@@ -51,10 +62,17 @@ class Selector:
     def begin(self, name: str) -> bool:
         """An entry starts; True when scope and list select it (or its forward was selected)."""
         if self._scope is None and self._list is None:
-            return True
+            if self._risk is None:
+                return True
+            kept = self._risk.keeps(parse_name(name))
+            self.selected_any |= kept
+            return kept
         entry = parse_name(name)
         in_scope = self._scope.begin(name, entry) if self._scope else True
         in_list = self._list.begin(name, entry) if self._list else True
+        self.scope_opened |= bool(self._scope) and in_scope
+        self.list_matched |= bool(self._list) and in_list
+        self.selected_any |= in_scope and in_list
         if entry.direction == FORWARD:
             if in_scope and in_list:
                 self._selected_forwards.add(name)
@@ -199,4 +217,28 @@ def selector_for(config: Any, *, scope_is_names: bool = False) -> Selector:
         scope=scope,
         names=names,
         data_mode=getattr(section, "data_mode", ("all",)),
+        risk=RiskFilter(config.risk_level, config.low_risk_apis),
     )
+
+
+def named_by(names: Sequence[str]) -> Callable[[str], bool]:
+    """Whether an entry is one ``names`` lists (statistics' ``tensor_list``): a full name (its backward too),
+    or an API kind (``"linear"``, ``"Functional.linear"``) or module class, as ``list`` reads them."""
+    full = {parse_name(n).twin(FORWARD) for n in names if _is_full_name(n)}
+    kinds = {n for n in names if not _is_full_name(n)}
+
+    def match(name: str) -> bool:
+        entry = parse_name(name)
+        if entry.is_module:
+            return entry.twin(FORWARD) in full or entry.cls in kinds
+        return entry.twin(FORWARD) in full or entry.api in kinds or f"{entry.prefix}.{entry.api}" in kinds
+
+    return match
+
+
+def _is_full_name(name: str) -> bool:
+    try:
+        parse_name(name)
+    except ValueError:
+        return False
+    return True

@@ -8,6 +8,7 @@ training, and that no error of msprobe's reaches the user's step (:class:`FailSa
 
 from __future__ import annotations
 
+import atexit
 import errno
 import os
 import shutil
@@ -17,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.core.config import DebuggerConfig
+from msprobe.core.config.switch import DumpSwitch
 from msprobe.core.contract import Call, CallSink, Interceptor, StepCollector, UserComputationError
 from msprobe.core.lifecycle.calls import MODULE_LEVELS
+from msprobe.core.lifecycle.empty_dump import SelectionTally
 from msprobe.core.services.fileio import UnsafePathError
 from msprobe.core.services.heap import FrozenHeap
 from msprobe.core.services.log import logger, set_rank
@@ -143,6 +146,14 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
     os.register_at_fork(after_in_child=_silence_in_child)
 
 
+@atexit.register
+def _report_empty_at_exit() -> None:
+    """A run that never called finish() is told at its end, too, when it dumped nothing."""
+    for session in list(_sessions):
+        if not session.finished:
+            session.report_if_empty()
+
+
 def _raise_for_user(deferred: UserComputationError | None) -> None:
     if deferred is not None:
         raise deferred.original
@@ -177,6 +188,9 @@ class Session:
         self.started = False
         self.finished = False
         self._step_open = False
+        self.switch = DumpSwitch(config.config_file, config.dump_enable)  # config.json's dump_enable
+        self._switch_read: tuple[int, bool] | None = None  # (step, its state): asked once per step
+        self.tally = SelectionTally()  # what rank, step, dump_enable, scope and list let through
         self._heap = FrozenHeap()  # full collections walk only what capture allocates (msprobe.core.services.heap)
         _sessions.add(self)
 
@@ -197,8 +211,13 @@ class Session:
             self._prepare_model(self.model)
         rank = self._current_rank()
         set_rank(rank)
-        if not (self.selector.selects_step(self.current_step) and self.selector.selects_rank(rank)):
+        rank_selected, step_selected = self.selector.selects_rank(rank), self.selector.selects_step(self.current_step)
+        self.tally.started(self.current_step, rank, rank_selected, step_selected)
+        if not (step_selected and rank_selected):
             return
+        if not self._switched_on():
+            return
+        self.tally.switched(True)
         if not self._step_open:
             self._step_open = True
             self.sink.run(lambda: self.collector.begin_step(self.current_step, rank))
@@ -208,6 +227,12 @@ class Session:
         self._heap.freeze()
         self.interceptor.enable()
         self.started = True
+
+    def _switched_on(self) -> bool:
+        """``dump_enable`` for this step, asked at its first start: a step runs as it started."""
+        if self._switch_read is None or self._switch_read[0] != self.current_step:
+            self._switch_read = (self.current_step, self.switch.enabled())
+        return self._switch_read[1]
 
     def stop(self) -> None:
         """Collection off; this step's files are complete on disk when this returns."""
@@ -257,12 +282,19 @@ class Session:
         self.stop()
         self.interceptor.detach()
         self._on_finish()
+        self.report_if_empty()
         if self.sink.failed:
             logger.info("msprobe removed its hooks after the write error above; nothing more is dumped")
         else:
             # a collector that writes no files says where its data went (online run_ut: to the receiver)
             where = getattr(self.collector, "destination", None) or f"written under {self.config.dump_path}"
             logger.info(f"msprobe has finished: the last selected step was {where}")
+
+    def report_if_empty(self) -> None:
+        """One warning line when the run selected nothing that ran, naming the key (once)."""
+        message = self.tally.empty_message(self.config, self.selector)
+        if message is not None:
+            logger.warning(message)
 
     def _write_failed(self, error: BaseException) -> None:
         """Log the error once and drop the half-written step (called from inside a hook: no hook

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 # their order is that of task_names(), and so of every "allowed:" list a ConfigError gives
-BUILTIN_MODULES = ("dump", "free_benchmark", "grad_probe", "overflow_check", "run_ut")
+BUILTIN_MODULES = ("dump", "free_benchmark", "grad_probe", "overflow_check", "run_ut", "structure")
 
 
 def load_builtin_tasks() -> None:

@@ -24,7 +24,7 @@ from msprobe.core.lifecycle.session import Session
 from msprobe.core.tasks.online_run_ut import OnlineRunUtConfig, build_online_run_ut, online_rules
 from msprobe.core.tasks.registry import Task, register
 
-SUMMARY_MODES = ("statistics", "md5")
+SUMMARY_MODES = ("statistics", "md5", "xor")
 FILE_FORMATS = ("npy", "bin")
 _NAME_REGEX = re.compile(r"name-regex\((.*)\)")
 _STATIC_GRAPH_DATA_MODES = ("all", "input", "output")
@@ -42,9 +42,11 @@ class _Filters:
 
 @dataclass(frozen=True)
 class StatisticsConfig(_Filters):
-    """Section ``statistics``: the filters, and whether to summarise tensors by statistics or md5."""
+    """Section ``statistics``: the filters, and whether to summarise tensors by statistics, statistics and
+    CRC-32 (md5), or a 64-bit XOR checksum alone (xor)."""
 
     summary_mode: str = "statistics"
+    tensor_list: tuple[str, ...] = ()  # APIs (kinds or full names) whose tensors are saved too
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ def parse_statistics(reader: FieldReader) -> StatisticsConfig:
     return StatisticsConfig(
         **filters(reader),
         summary_mode=reader.choice("summary_mode", SUMMARY_MODES, StatisticsConfig.summary_mode),
+        tensor_list=reader.names("tensor_list"),
     )
 
 
@@ -186,8 +189,8 @@ def _dump_modes(ctx: RuleContext, section: StatisticsConfig | TensorConfig) -> I
             list(section.data_mode),
             f"a single element, {one_of(_STATIC_GRAPH_DATA_MODES)}, in {_STATIC_GRAPH} (level L2)",
         )
-    if isinstance(section, StatisticsConfig) and ctx.static_graph and section.summary_mode == "md5":
-        yield Problem(ctx.path("summary_mode"), "md5", f"'statistics' in {_STATIC_GRAPH} (level L2)")
+    if isinstance(section, StatisticsConfig) and ctx.static_graph and section.summary_mode != "statistics":
+        yield Problem(ctx.path("summary_mode"), section.summary_mode, f"'statistics' in {_STATIC_GRAPH} (level L2)")
     if isinstance(section, TensorConfig) and section.file_format == "bin" and not ctx.static_graph:
         yield Problem(
             ctx.path("file_format"), "bin", f"'npy'; 'bin' only in {_STATIC_GRAPH} (level L2)"
@@ -215,9 +218,12 @@ def build_dump(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[]
     online = section.online() if isinstance(section, TensorConfig) else None
     if online is not None:
         return build_online_run_ut(config, online, kit, on_finish)
-    summary_mode = section.summary_mode if isinstance(section, StatisticsConfig) else "statistics"
-    identity = DumpIdentity.of(config, with_tensors=config.task == "tensor")
-    collector = DumpCollector(identity, selector_for(config), kit.adapter(), summary_mode=summary_mode)
+    statistics = isinstance(section, StatisticsConfig)
+    summary_mode = section.summary_mode if statistics else "statistics"
+    tensor_list = section.tensor_list if statistics else ()
+    identity = DumpIdentity.of(config, with_tensors=config.task == "tensor" or bool(tensor_list))
+    collector = DumpCollector(identity, selector_for(config), kit.adapter(), summary_mode=summary_mode,
+                              tensor_list=tensor_list)
     return Session.with_kit(config, collector, kit, on_finish, prepare_model=kit.prepare_for_comparison)
 
 
