@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from msprobe.core.cli import Command
 from msprobe.core.compare.command import compare_command
+from msprobe.core.config_check.command import config_check_command
 from msprobe.core.graph.command import graph_command
 from msprobe.core.plugin import Framework
 from msprobe.pytorch.run_ut.command import run_ut_command
@@ -18,6 +19,18 @@ def _torch_loader():
     from msprobe.pytorch.tensor_files import load_pt
 
     return load_pt
+
+
+def _torch_probe():
+    from msprobe.pytorch.config_check import TorchProbe
+
+    return TorchProbe()
+
+
+def _torch_checkpoint_loader():
+    from msprobe.pytorch.config_check import load_torch_checkpoint
+
+    return load_torch_checkpoint
 
 
 def _torch_replay():
@@ -31,6 +44,7 @@ COMMANDS: dict[str, Command] = {
     "graph": graph_command(_torch_loader),
     "run_ut": run_ut_command(),
     "multi_run_ut": multi_run_ut_command(),
+    "config_check": config_check_command(_torch_probe, _torch_checkpoint_loader),
 }
 # what this package publishes under the msprobe.frameworks entry point (pyproject.toml)
 FRAMEWORK = Framework(commands=COMMANDS, kit="msprobe.pytorch.kit:TorchKit")

@@ -1,0 +1,149 @@
+"""config_check's PyTorch half: the facts, seeds, weights, batches and random APIs of torch, and torch
+checkpoints (docs/config_check.md). The pack, its compare and the reports are msprobe.core.config_check's."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from msprobe.core.config_check.checkpoint import CheckpointError, Tensor
+from msprobe.core.config_check.collect import PackCollector
+from msprobe.core.config_check.randomness import RandomCalls
+from msprobe.pytorch.adapter import TorchTensorAdapter
+
+RANDOM_FUNCTIONS = ("rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal",
+                    "bernoulli", "multinomial", "poisson", "manual_seed", "seed")
+RANDOM_METHODS = ("uniform_", "normal_", "bernoulli_", "random_", "exponential_", "geometric_", "log_normal_",
+                  "cauchy_")
+
+
+def _optional(read: Any) -> Any:
+    try:
+        return read()
+    except (AttributeError, RuntimeError, AssertionError):
+        return None
+
+
+class TorchProbe:
+    """What config_check reads of torch (the FrameworkProbe of msprobe.core.config_check.collect)."""
+
+    name = "pytorch"
+
+    def __init__(self) -> None:
+        self._adapter = TorchTensorAdapter()
+
+    def facts(self) -> dict[str, Any]:
+        backends = torch.backends
+        facts = {
+            "torch": torch.__version__, "cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available(),
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+            "cudnn.deterministic": backends.cudnn.deterministic, "cudnn.benchmark": backends.cudnn.benchmark,
+            "cudnn.allow_tf32": backends.cudnn.allow_tf32, "cudnn.version": _optional(backends.cudnn.version),
+            "matmul.allow_tf32": backends.cuda.matmul.allow_tf32,
+            "matmul.allow_fp16_reduced_precision_reduction":
+                backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+            "matmul.allow_bf16_reduced_precision_reduction":
+                backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "mkldnn.enabled": backends.mkldnn.enabled, "default_dtype": str(torch.get_default_dtype()),
+            "num_threads": torch.get_num_threads(), "num_interop_threads": torch.get_num_interop_threads(),
+            "python": sys.version.split()[0],
+        }
+        npu = sys.modules.get("torch_npu")
+        if npu is not None:
+            facts["torch_npu"] = getattr(npu, "__version__", None)
+        return facts
+
+    def seeds(self) -> dict[str, Any]:
+        return {"torch.initial_seed": torch.initial_seed()}
+
+    def track_random(self, calls: RandomCalls) -> None:
+        calls.track(torch, RANDOM_FUNCTIONS, "torch")
+        calls.track(torch.Tensor, RANDOM_METHODS, "torch.Tensor")
+        calls.track(torch.cuda, ("manual_seed", "manual_seed_all"), "torch.cuda")
+
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, torch.Tensor)
+
+    def describe(self, tensor: torch.Tensor) -> str:
+        return f"{tensor.dtype} {list(tensor.shape)} {self._adapter.checksum(tensor)}"
+
+    def named_tensors(self, model: torch.nn.Module) -> Any:
+        return model.state_dict(keep_vars=True).items()
+
+    def before_forward(self, model: torch.nn.Module, call: Any) -> Any:
+        return model.register_forward_pre_hook(lambda _module, args, kwargs: call(args, kwargs), with_kwargs=True)
+
+    def rank(self) -> int | None:
+        distributed = torch.distributed
+        return distributed.get_rank() if distributed.is_available() and distributed.is_initialized() else None
+
+
+class ConfigChecker:
+    """Pack this run for ``msprobe config_check -c`` (docs/config_check.md#in-the-training-script).
+
+    Construct it once the model exists, before training: it packs the environment, packages, torch's
+    facts, the hyperparameters of this process's command line (and of ``shell_path`` scripts) and a
+    checksum of every weight, then a checksum of each input batch of ``model``'s first ``data_steps``
+    forward calls, the random calls and the seed, rewriting ``output_zip_path`` after each batch and at exit.
+    """
+
+    def __init__(self, model: torch.nn.Module | None = None, shell_path: str | Sequence[str] | None = None,
+                 output_zip_path: str | os.PathLike = "./config_check_pack.zip", data_steps: int = 5,
+                 env_pattern: str | None = None) -> None:
+        self._collector = PackCollector(TorchProbe(), output_zip_path, model, shell_path, data_steps, env_pattern)
+        self.path = self._collector.path
+
+    @staticmethod
+    def apply_patches() -> None:
+        """Start tracking random calls now, before the model is built (its initialisation draws too)."""
+        from msprobe.core.config_check.collect import track_random_calls
+
+        track_random_calls(TorchProbe())
+
+    def save(self) -> Path:
+        """Write the pack now (it is also written after each packed batch and at exit)."""
+        return self._collector.save()
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, torch.Tensor]) -> None:
+    if isinstance(value, torch.Tensor):
+        out[prefix] = value
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            _flatten(inner, f"{prefix}.{key}" if prefix else str(key), out)
+
+
+def _as_tensor(name: str, tensor: torch.Tensor) -> Tensor:
+    plain = tensor.detach().cpu()
+    values = plain.to(torch.float64) if not plain.is_complex() else plain.abs().to(torch.float64)
+    return Tensor(str(plain.dtype).replace("torch.", ""), tuple(plain.shape), values.numpy())
+
+
+def load_torch_checkpoint(path: Path) -> dict[str, Tensor]:
+    """A state_dict file (``torch.save``, nested dicts flattened with dots) or a distributed checkpoint
+    directory (``torch.distributed.checkpoint``), read on the CPU with ``weights_only``."""
+    try:
+        if path.is_dir():
+            from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+            with tempfile.TemporaryDirectory() as scratch:
+                single = Path(scratch) / "state.pt"
+                dcp_to_torch_save(path, single)
+                state = torch.load(single, map_location="cpu", weights_only=True)
+        else:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many kinds for a file it cannot read
+        raise CheckpointError(f"checkpoint {str(path)!r} cannot be read by torch: {error}") from None
+    tensors: dict[str, torch.Tensor] = {}
+    _flatten(state, "", tensors)
+    if not tensors:
+        raise CheckpointError(f"checkpoint {str(path)!r} holds no tensors (a state_dict is expected)")
+    return {name: _as_tensor(name, t) for name, t in tensors.items()}
