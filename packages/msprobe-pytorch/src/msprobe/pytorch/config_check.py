@@ -3,17 +3,15 @@ checkpoints (docs/config_check.md). The pack, its compare and the reports are ms
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from msprobe.core.config_check.checkpoint import CheckpointError, Tensor
-from msprobe.core.config_check.collect import PackCollector
+from msprobe.core.config_check.collect import ConfigCheckerBase
 from msprobe.core.config_check.randomness import RandomCalls
 from msprobe.pytorch.adapter import TorchTensorAdapter
 
@@ -86,31 +84,10 @@ class TorchProbe:
         return distributed.get_rank() if distributed.is_available() and distributed.is_initialized() else None
 
 
-class ConfigChecker:
-    """Pack this run for ``msprobe config_check -c`` (docs/config_check.md#in-the-training-script).
+class ConfigChecker(ConfigCheckerBase):
+    """``ConfigChecker(model=..., output_zip_path=...)`` for PyTorch (docs/config_check.md)."""
 
-    Construct it once the model exists, before training: it packs the environment, packages, torch's
-    facts, the hyperparameters of this process's command line (and of ``shell_path`` scripts) and a
-    checksum of every weight, then a checksum of each input batch of ``model``'s first ``data_steps``
-    forward calls, the random calls and the seed, rewriting ``output_zip_path`` after each batch and at exit.
-    """
-
-    def __init__(self, model: torch.nn.Module | None = None, shell_path: str | Sequence[str] | None = None,
-                 output_zip_path: str | os.PathLike = "./config_check_pack.zip", data_steps: int = 5,
-                 env_pattern: str | None = None) -> None:
-        self._collector = PackCollector(TorchProbe(), output_zip_path, model, shell_path, data_steps, env_pattern)
-        self.path = self._collector.path
-
-    @staticmethod
-    def apply_patches() -> None:
-        """Start tracking random calls now, before the model is built (its initialisation draws too)."""
-        from msprobe.core.config_check.collect import track_random_calls
-
-        track_random_calls(TorchProbe())
-
-    def save(self) -> Path:
-        """Write the pack now (it is also written after each packed batch and at exit)."""
-        return self._collector.save()
+    probe_class = TorchProbe
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, torch.Tensor]) -> None:

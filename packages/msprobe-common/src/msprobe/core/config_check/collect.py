@@ -148,3 +148,33 @@ class PackCollector:
         with self._lock:
             self.sections["random"] = {"calls": self.calls.snapshot(), "seeds": self.probe.seeds()}
             return write_pack(self.path, self.probe.name, self.sections)
+
+
+class ConfigCheckerBase:
+    """Pack this run for ``msprobe config_check -c`` (docs/config_check.md#in-the-training-script); a framework
+    package's ``ConfigChecker`` sets ``probe_class``.
+
+    Construct it once the model exists, before training: it packs the environment, packages, the
+    framework's facts, the hyperparameters of this process's command line (and of ``shell_path`` scripts)
+    and a checksum of every weight, then a checksum of each input batch of ``model``'s first
+    ``data_steps`` forward calls, the random calls and the seed, rewriting ``output_zip_path`` after each
+    batch and at exit.
+    """
+
+    probe_class: type = type(None)
+
+    def __init__(self, model: Any = None, shell_path: str | Sequence[str] | None = None,
+                 output_zip_path: str | os.PathLike = "./config_check_pack.zip", data_steps: int = 5,
+                 env_pattern: str | None = None) -> None:
+        self._collector = PackCollector(self.probe_class(), output_zip_path, model, shell_path, data_steps,
+                                        env_pattern)
+        self.path = self._collector.path
+
+    @classmethod
+    def apply_patches(cls) -> None:
+        """Start tracking random calls now, before the model is built (its initialisation draws too)."""
+        track_random_calls(cls.probe_class())
+
+    def save(self) -> Path:
+        """Write the pack now (it is also written after each packed batch and at exit)."""
+        return self._collector.save()

@@ -27,7 +27,7 @@ from msprobe.core.handles import Handle, HandleGroup, patch_attributes
 STACK_DEPTH = 6
 PYTHON_APIS = ("random", "randint", "uniform", "choice", "choices", "shuffle", "sample", "gauss", "normalvariate")
 NUMPY_APIS = ("rand", "randn", "randint", "random", "choice", "normal", "uniform", "shuffle", "permutation")
-SEEDING = {"seed", "manual_seed"}
+SEEDING = {"seed", "manual_seed", "manual_seed_all", "set_seed"}
 # msprobe's own directories (the namespace package spans the three distributions), installed packages and
 # the standard library: a site is the user's line that led to the draw (``nn.Linear(...)``, not nn.init)
 _SKIPPED = tuple(os.path.join(os.path.abspath(p), "") for p in (
