@@ -3,8 +3,6 @@ named; .ckpt checkpoints compare against float64 numpy (docs/config_check.md#min
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +15,9 @@ from msprobe.core.config_check import diff_packs, read_pack
 from msprobe.core.config_check.checkpoint import compare_checkpoints
 from msprobe.mindspore.config_check import load_mindspore_checkpoint
 
+sys.path.insert(0, str(Path(__file__).parents[2] / "common" / "config_check"))  # importlib mode
+from pack_runs import run_variants  # noqa: E402
+
 SCRIPT = Path(__file__).parent / "config_check_train_ms.py"
 VARIANTS = ("base", "again", "weight", "seed")
 
@@ -24,15 +25,7 @@ VARIANTS = ("base", "again", "weight", "seed")
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory) -> dict[str, Path]:
     work = tmp_path_factory.mktemp("ms_config_check")
-    running = {}
-    for name in VARIANTS:
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "CC_OUT": str(work / f"{name}.zip"), "CC_VARIANT": name}
-        running[name] = subprocess.Popen([sys.executable, str(SCRIPT)], env=env, cwd=work,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for name, process in running.items():
-        _, err = process.communicate(timeout=600)
-        assert process.returncode == 0, f"{name}: {err[-2000:]}"
-    return {name: work / f"{name}.zip" for name in VARIANTS}
+    return run_variants(SCRIPT, work, {name: ([], {"CC_VARIANT": name}) for name in VARIANTS})
 
 
 def _named(packs, variant):

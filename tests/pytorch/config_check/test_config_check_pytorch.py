@@ -16,6 +16,9 @@ import torch
 from msprobe.core.cli import main
 from msprobe.core.config_check import diff_packs, read_pack
 
+sys.path.insert(0, str(Path(__file__).parents[2] / "common" / "config_check"))  # importlib mode
+from pack_runs import run_variants  # noqa: E402
+
 SCRIPT = Path(__file__).parents[1] / "scripts" / "config_check_train.py"
 BASE_FLAGS = ["--lr", "0.1", "--bf16", "--weight-decay", "0.01"]
 VARIANTS = {  # name → (flags, extra environment)
@@ -43,17 +46,10 @@ def packs(tmp_path_factory) -> dict[str, Path]:
     work = tmp_path_factory.mktemp("config_check")
     base_site = _fake_distribution(work / "site_a", "1.0")
     other_site = _fake_distribution(work / "site_b", "1.1")
-    running = {}
-    for name, (flags, extra) in VARIANTS.items():
-        env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
-        env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(base_site), CC_OUT=str(work / f"{name}.zip"))
-        env.update({k: v.format(fake=other_site) for k, v in extra.items()})
-        running[name] = subprocess.Popen([sys.executable, str(SCRIPT), *flags], env=env, cwd=work,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for name, process in running.items():
-        out, err = process.communicate(timeout=300)
-        assert process.returncode == 0, f"{name}: {err[-2000:]}"
-    return {name: work / f"{name}.zip" for name in VARIANTS}
+    variants = {name: (flags, {"PYTHONPATH": str(base_site),
+                               **{k: v.format(fake=other_site) for k, v in extra.items()}})
+                for name, (flags, extra) in VARIANTS.items()}
+    return run_variants(SCRIPT, work, variants)
 
 
 def _named(packs, variant):

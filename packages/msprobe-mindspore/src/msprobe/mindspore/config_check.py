@@ -11,7 +11,7 @@ import numpy as np
 
 import mindspore
 from msprobe.core.config_check.checkpoint import CheckpointError, Tensor
-from msprobe.core.config_check.collect import ConfigCheckerBase
+from msprobe.core.config_check.collect import AdapterProbe, ConfigCheckerBase
 from msprobe.core.config_check.randomness import RandomCalls
 from msprobe.mindspore.adapter import MindSporeTensorAdapter
 from msprobe.mindspore.rank import current_rank
@@ -30,13 +30,13 @@ def _context(key: str) -> Any:
         return None
 
 
-class MindSporeProbe:
+class MindSporeProbe(AdapterProbe):
     """What config_check reads of MindSpore (the FrameworkProbe of msprobe.core.config_check.collect)."""
 
     name = "mindspore"
 
     def __init__(self) -> None:
-        self._adapter = MindSporeTensorAdapter()
+        super().__init__(MindSporeTensorAdapter())
 
     def facts(self) -> dict[str, Any]:
         facts: dict[str, Any] = {"mindspore": mindspore.__version__, "python": sys.version.split()[0]}
@@ -51,12 +51,6 @@ class MindSporeProbe:
         calls.track(mindspore.ops, OPS_RANDOM, "mindspore.ops")
         calls.track(mindspore.mint, MINT_RANDOM, "mindspore.mint")
         calls.track(mindspore, ("set_seed",), "mindspore")
-
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, mindspore.Tensor)
-
-    def describe(self, tensor: mindspore.Tensor) -> str:
-        return f"{tensor.dtype} {list(tensor.shape)} {self._adapter.checksum(tensor)}"
 
     def named_tensors(self, model: mindspore.nn.Cell) -> Any:
         return model.parameters_and_names()

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from msprobe.core.config_check.checkpoint import CheckpointError, Tensor
-from msprobe.core.config_check.collect import ConfigCheckerBase
+from msprobe.core.config_check.collect import AdapterProbe, ConfigCheckerBase
 from msprobe.core.config_check.randomness import RandomCalls
 from msprobe.pytorch.adapter import TorchTensorAdapter
 
@@ -28,13 +28,13 @@ def _optional(read: Any) -> Any:
         return None
 
 
-class TorchProbe:
+class TorchProbe(AdapterProbe):
     """What config_check reads of torch (the FrameworkProbe of msprobe.core.config_check.collect)."""
 
     name = "pytorch"
 
     def __init__(self) -> None:
-        self._adapter = TorchTensorAdapter()
+        super().__init__(TorchTensorAdapter())
 
     def facts(self) -> dict[str, Any]:
         backends = torch.backends
@@ -66,12 +66,6 @@ class TorchProbe:
         calls.track(torch, RANDOM_FUNCTIONS, "torch")
         calls.track(torch.Tensor, RANDOM_METHODS, "torch.Tensor")
         calls.track(torch.cuda, ("manual_seed", "manual_seed_all"), "torch.cuda")
-
-    def is_tensor(self, value: Any) -> bool:
-        return isinstance(value, torch.Tensor)
-
-    def describe(self, tensor: torch.Tensor) -> str:
-        return f"{tensor.dtype} {list(tensor.shape)} {self._adapter.checksum(tensor)}"
 
     def named_tensors(self, model: torch.nn.Module) -> Any:
         return model.state_dict(keep_vars=True).items()

@@ -43,6 +43,20 @@ class FrameworkProbe(Protocol):
     def rank(self) -> int | None: ...
 
 
+class AdapterProbe:
+    """The part of a :class:`FrameworkProbe` its framework's tensor adapter answers: what a tensor is, and
+    its "dtype shape checksum" (the checksum of ``summary_mode: md5``)."""
+
+    def __init__(self, adapter: Any) -> None:
+        self._adapter = adapter
+
+    def is_tensor(self, value: Any) -> bool:
+        return self._adapter.is_tensor(value)
+
+    def describe(self, tensor: Any) -> str:
+        return f"{tensor.dtype} {list(tensor.shape)} {self._adapter.checksum(tensor)}"
+
+
 _CALLS = RandomCalls()
 _TRACKING: set[str] = set()
 _TRACKING_LOCK = threading.Lock()
