@@ -71,3 +71,18 @@ def test_safetensors_compare_against_float64_reference(tmp_path):
     assert rows["w"].cells[1] == "values differ" and float(rows["w"].cells[6]) == pytest.approx(reference, rel=1e-12)
     assert rows["b"].cells[1] == "equal" and not rows["b"].changes_numbers
     assert rows["gone"].cells[1] == "missing in B"
+
+
+def test_formula_like_values_are_text_and_the_report_is_written(tmp_path, capsys):
+    from msprobe.core.config_check.command import compare_pack_files
+
+    a = write_pack(tmp_path / "a.zip", "pytorch", {"environment": {"X_VAR": "=cmd|' /c calc'!A0"}})
+    b = write_pack(tmp_path / "b.zip", "pytorch", {"environment": {"X_VAR": "+1", "Y": "@SUM(1)"}})
+    differences, paths = compare_pack_files(str(a), str(b), str(tmp_path / "out"))
+    assert [(d.item, d.kind) for d in differences] == [("X_VAR", "changed"), ("Y", "only in B")]
+    import zipfile
+
+    with zipfile.ZipFile(paths["xlsx"]) as book:
+        sheet = book.read("xl/worksheets/sheet1.xml").decode()
+    assert "<f>" not in sheet and "=cmd|" in sheet
+    assert "environment: 2 difference(s)" in capsys.readouterr().out

@@ -152,3 +152,14 @@ def test_docs_example_runs_and_two_runs_of_it_agree(tmp_path, capsys):
     assert main(["config_check", "-c", str(tmp_path / "run_a.zip"), str(tmp_path / "run_b.zip"),
                  "-o", str(tmp_path / "out")]) == 0
     assert "no difference" in capsys.readouterr().out
+
+
+def test_dump_command_packs_scripts_flags_and_refuses_bad_output(tmp_path, capsys):
+    script = tmp_path / "launch.sh"
+    script.write_text("torchrun train.py --bf16 --weight-decay 0.1 \\\n  --lr=3e-4\n")
+    assert main(["-f", "pytorch", "config_check", "-d", str(script), "-o", str(tmp_path / "p.zip")]) == 0
+    framework, sections = read_pack(tmp_path / "p.zip")
+    assert framework == "pytorch" and sections["framework"]["torch"] == torch.__version__
+    assert sections["hyperparameters"] == {"bf16": "true", "weight_decay": "0.1", "learning_rate": "3e-4"}
+    assert main(["-f", "pytorch", "config_check", "-d", str(script), "-o", str(tmp_path / "p.txt")]) == 2
+    assert "output_zip_path" in capsys.readouterr().err
