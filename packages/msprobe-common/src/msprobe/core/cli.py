@@ -48,6 +48,21 @@ def _precision_compare_run(args: argparse.Namespace) -> int:
     return main(args.npu_csv, args.gpu_csv, args.out_path)
 
 
+def _anomaly_origin_configure(parser: argparse.ArgumentParser) -> None:
+    from msprobe.core.anomaly.command import configure
+
+    configure(parser)
+
+
+def _anomaly_origin_run(args: argparse.Namespace) -> int:
+    from msprobe.core.anomaly.command import run
+
+    return run(args)
+
+
+_ANOMALY_ORIGIN = Command("the first API, over every rank of a statistics dump, that turned finite inputs "
+                          "into inf/NaN", _anomaly_origin_configure, _anomaly_origin_run)
+
 CORE_COMMANDS: dict[str, Command] = {
     "grad_compare": Command(
         "compare the gradient directions of two grad_probe runs", _grad_compare_configure, _grad_compare_run
@@ -56,6 +71,8 @@ CORE_COMMANDS: dict[str, Command] = {
         "run_ut stage 2: judge the device's details CSV against a trusted device's",
         _precision_compare_configure, _precision_compare_run,
     ),
+    "anomaly_origin": _ANOMALY_ORIGIN,
+    "overflow_check": _ANOMALY_ORIGIN,  # msprobe 26.2.0's name for the same search (docs/anomaly_origin.md)
 }
 
 

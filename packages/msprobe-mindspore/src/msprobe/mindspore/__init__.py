@@ -13,10 +13,12 @@ from msprobe.core.services.lazy import lazy_exports
 from msprobe.mindspore.compare import compare, compare_distributed
 
 _PUBLIC = {
+    "ConfigChecker": "msprobe.mindspore.config_check",
     "GradComparator": "msprobe.core.grad_probe",
     "PrecisionDebugger": "msprobe.mindspore.debugger",
 }
 __all__ = [
+    "ConfigChecker",
     "GradComparator",
     "PrecisionDebugger",
     "compare",

@@ -13,6 +13,7 @@ from msprobe.core.services.lazy import lazy_exports
 from msprobe.pytorch.compare import compare, compare_distributed
 
 _PUBLIC = {
+    "ConfigChecker": "msprobe.pytorch.config_check",
     "GradComparator": "msprobe.core.grad_probe",
     "PrecisionDebugger": "msprobe.pytorch.debugger",
     "module_dump": "msprobe.pytorch.module_dump",
@@ -20,6 +21,7 @@ _PUBLIC = {
     "seed_all": "msprobe.pytorch.seed",
 }
 __all__ = [
+    "ConfigChecker",
     "GradComparator",
     "PrecisionDebugger",
     "compare",

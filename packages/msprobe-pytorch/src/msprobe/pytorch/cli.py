@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from msprobe.core.compare.command import compare_command
+from msprobe.core.config_check.command import config_check_command
 from msprobe.core.graph.command import graph_command
 from msprobe.core.services.plugin import Command, Framework
 from msprobe.pytorch.run_ut.command import run_ut_command
@@ -27,6 +28,18 @@ def _online_receiver(config_path: str, out_path: str, devices: Any, engine: Any)
     return receive_if_online(config_path, out_path, devices, engine)
 
 
+def _torch_probe():
+    from msprobe.pytorch.config_check import TorchProbe
+
+    return TorchProbe()
+
+
+def _torch_checkpoint_loader():
+    from msprobe.pytorch.config_check import load_torch_checkpoint
+
+    return load_torch_checkpoint
+
+
 def _torch_replay():
     from msprobe.pytorch.run_ut.attribution import TorchReplay
 
@@ -38,6 +51,7 @@ COMMANDS: dict[str, Command] = {
     "graph": graph_command(_torch_loader),
     "run_ut": run_ut_command(_online_receiver),
     "multi_run_ut": multi_run_ut_command(),
+    "config_check": config_check_command(_torch_probe, _torch_checkpoint_loader),
 }
 # what this package publishes under the msprobe.frameworks entry point (pyproject.toml)
 FRAMEWORK = Framework(commands=COMMANDS, kit="msprobe.pytorch.kit:TorchKit")
