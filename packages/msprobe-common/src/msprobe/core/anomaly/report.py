@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from msprobe.core.anomaly.origin import ARRIVED, INPUT, Origin, stack_line
-from msprobe.core.fileio import atomic_write_text, make_dir
+from msprobe.core.services.fileio import atomic_write_text, make_dir
 
 REPORT_NAME = "anomaly_origin.json"
 _HOW = {

@@ -19,8 +19,8 @@ from typing import Any, Protocol
 from msprobe.core.config_check import environment, hyperparams
 from msprobe.core.config_check.pack import write_pack
 from msprobe.core.config_check.randomness import RandomCalls, track_python_and_numpy
-from msprobe.core.log import logger
-from msprobe.core.tree import tensors_in
+from msprobe.core.services.log import logger
+from msprobe.core.services.tree import tensors_in
 
 
 class FrameworkProbe(Protocol):

@@ -8,12 +8,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from msprobe.core.cli import Command
 from msprobe.core.config_check.checkpoint import HEADER, CheckpointError, Loader, compare_checkpoints, load_checkpoint
 from msprobe.core.config_check.collect import FrameworkProbe, check_arguments, static_sections
 from msprobe.core.config_check.diff import Difference, diff_packs
 from msprobe.core.config_check.pack import SECTIONS, PackError, read_pack, write_pack
 from msprobe.core.config_check.report import ReportRow, console_summary, write_reports
+from msprobe.core.services.plugin import Command
 
 PACK_HEADER = ("item", "A", "B", "difference")
 NOTE = "Red rows change numbers; yellow rows may not. A is the first pack, B the second."

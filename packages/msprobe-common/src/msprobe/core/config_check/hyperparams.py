@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from msprobe.core.jsonfile import MiB
+from msprobe.core.services.jsonfile import MiB
 
 FLAG_ONLY = "true"
 SCRIPT_MAX_BYTES = 4 * MiB

@@ -14,8 +14,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.fileio import atomic_write_bytes, make_dir
-from msprobe.core.jsonfile import MiB
+from msprobe.core.services.fileio import atomic_write_bytes, make_dir
+from msprobe.core.services.jsonfile import MiB
 
 FORMAT = "msprobe-config-check"
 VERSION = 1

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.core.handles import Handle, HandleGroup, patch_attributes
+from msprobe.core.services.handles import Handle, HandleGroup, patch_attributes
 
 STACK_DEPTH = 6
 PYTHON_APIS = ("random", "randint", "uniform", "choice", "choices", "shuffle", "sample", "gauss", "normalvariate")

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from msprobe.core.compare.report_xlsx import write_xlsx
-from msprobe.core.compare.verdict import RED, YELLOW
-from msprobe.core.fileio import atomic_write_text, make_dir
+from msprobe.core.compare.judge.verdict import RED, YELLOW
+from msprobe.core.compare.report.xlsx import write_xlsx
+from msprobe.core.services.fileio import atomic_write_text, make_dir
 
 CONSOLE_ROWS_PER_SECTION = 5
 
