@@ -15,6 +15,7 @@ from msprobe.pytorch.compare import compare, compare_distributed
 _PUBLIC = {
     "GradComparator": "msprobe.core.grad_probe",
     "PrecisionDebugger": "msprobe.pytorch.debugger",
+    "TrainerMon": "msprobe.pytorch.monitor",
     "module_dump": "msprobe.pytorch.module_dump",
     "module_dump_end": "msprobe.pytorch.module_dump",
     "seed_all": "msprobe.pytorch.seed",
@@ -22,6 +23,7 @@ _PUBLIC = {
 __all__ = [
     "GradComparator",
     "PrecisionDebugger",
+    "TrainerMon",
     "compare",
     "compare_distributed",
     "module_dump",
