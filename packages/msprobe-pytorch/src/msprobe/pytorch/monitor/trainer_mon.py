@@ -18,6 +18,7 @@ import logging
 from torch import nn
 
 from msprobe.core.config.errors import ConfigError, Problem
+from msprobe.core.monitor.alerts import Alert
 from msprobe.core.monitor.records import (
     EXP_AVG,
     EXP_AVG_SQ,
@@ -65,6 +66,7 @@ class TrainerMon:
         self.handles: list = []
         self.models: list[nn.Module] = []
         self.optimizer = None
+        self.alert_dump = None  # the PrecisionDebugger an alert armed for the step after it
 
     # -- public API (upstream's) -------------------------------------------------------------------
     def set_monitor(self, model, optimizer, grad_acc_steps=1, tp_group=None, dp_group=None, start_iteration=0):
@@ -197,8 +199,14 @@ class TrainerMon:
             self._add_parameter_group(PARAM_ORIGIN, lambda p: _local(p.detach()))
 
     def _after_optimizer_step(self) -> None:
+        dumped, self.alert_dump = self.alert_dump, None
+        alert = None
         try:
-            self._finish_step()
+            if dumped is not None:
+                dumped.stop()
+            alert = self._finish_step()
+            if alert is not None and self.run.config.alert_dump and dumped is None:
+                self._arm_dump()
         except Exception as error:  # writing failed (a full disk...): the run goes on
             logger.warning("monitor: step %d not written: %s: %s", self.step, type(error).__name__, error)
         self.step += 1
@@ -207,10 +215,19 @@ class TrainerMon:
             self._remove_hooks()
         self._switch()
 
-    def _finish_step(self) -> None:
+    def _arm_dump(self) -> None:
+        """``alert.dump``: a statistics dump at level mix of the next step, by the existing PrecisionDebugger."""
+        from msprobe.pytorch.debugger import PrecisionDebugger
+
+        path = self.run.directory / "alert_dump" / f"step{self.step + 1}"
+        self.alert_dump = PrecisionDebugger(dump_path=str(path), task="statistics", level="mix")
+        self.alert_dump.start(self.models[0])
+        logger.warning("monitor: step %d will be dumped (statistics, mix) to %s", self.step + 1, path)
+
+    def _finish_step(self) -> Alert | None:
         collector = self.collector
         if collector is None:
-            return
+            return None
         config = self.run.config
         if config.mv_distribution:
             state = self.optimizer.state
@@ -219,5 +236,5 @@ class TrainerMon:
         if config.param_distribution:
             self._add_parameter_group(PARAM_UPDATED, lambda p: _local(p.detach()))
         rows = collector.rows()
-        self.run.write(StepMetrics(self.step, self.rank, config.ops, rows))
+        return self.run.write(StepMetrics(self.step, self.rank, config.ops, rows))
 
