@@ -64,11 +64,16 @@ class StepCollector:
         self.ops, self.reductions = ops, reductions
         self.buffer = StepBuffer(reductions, eps)
         self.queued: list[Queued] = []
+        self.keys: set[tuple] = set()
         self.failed: set[str] = set()
 
     def add(self, group: str, named: list[tuple[str, torch.Tensor]], micro_step: int | None, vpp: int = 0) -> None:
+        """Queue each named tensor once per step and micro-step: under activation checkpointing the inputs of a
+        checkpointed region get gradient hooks twice (first pass and recomputation), and both fire."""
+        named = [(name, t) for name, t in named if (group, name, micro_step, vpp) not in self.keys]
         if not named:
             return
+        self.keys.update((group, name, micro_step, vpp) for name, _ in named)
         places = self.buffer.add([tensor for _, tensor in named])
         self.queued.extend(Queued(group, name, micro_step, place, vpp) for (name, _), place in zip(named, places))
 
@@ -94,7 +99,7 @@ class StepCollector:
             )
             for order, q in enumerate(self.queued)
         )
-        self.queued = []
+        self.queued, self.keys = [], set()
         return rows
 
 

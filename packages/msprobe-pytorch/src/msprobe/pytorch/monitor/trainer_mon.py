@@ -8,6 +8,7 @@ Steps are counted by the optimizer's step hooks; micro-batches by the (outermost
 Weight gradients are read before the data-parallel reduce (``grad_unreduced``: each parameter's
 post-accumulate hook on the last micro-batch, when a DDP model or ``dp_group`` reduces them) and after it
 (``grad_reduced``: at ``optimizer.step()``); without a reduce the two are the same values, computed once.
+Under FSDP2 only the reduced gradient exists outside its hooks: ``grad_reduced`` holds each rank's shard.
 Nothing here changes a tensor of the run: hooks read and return ``None``.
 """
 
@@ -42,6 +43,15 @@ def _local(tensor):
     return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
 
+def _fully_sharded(module: nn.Module) -> bool:
+    """FSDP2 (``fully_shard``) reduce-scatters inside its own hooks: only each rank's reduced shard is seen."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a torch built without distributed support
+        return False
+    return isinstance(module, FSDPModule)
+
+
 def _check_arguments(grad_acc_steps: object, start_iteration: object) -> None:
     problems = []
     if not isinstance(grad_acc_steps, int) or isinstance(grad_acc_steps, bool) or grad_acc_steps < 1:
@@ -64,6 +74,7 @@ class TrainerMon:
         self.grad_acc_steps = 1
         self.collector: StepCollector | None = None
         self.handles: list = []
+        self.params: list = []  # (vpp, name, parameter) watched, listed when the hooks go on
         self.models: list[nn.Module] = []
         self.optimizer = None
         self.alert_dump = None  # the PrecisionDebugger an alert armed for the step after it
@@ -74,8 +85,9 @@ class TrainerMon:
         chunks = list(model) if isinstance(model, (list, tuple)) else [model]
         self.models = [chunk.module if isinstance(chunk, nn.parallel.DistributedDataParallel) else chunk
                        for chunk in chunks]
-        self.reduced_apart = dp_group is not None or any(
-            isinstance(chunk, nn.parallel.DistributedDataParallel) for chunk in chunks)
+        self.sharded = any(_fully_sharded(chunk) for chunk in chunks)
+        self.reduced_apart = not self.sharded and (dp_group is not None or any(
+            isinstance(chunk, nn.parallel.DistributedDataParallel) for chunk in chunks))
         self.grad_acc_steps = grad_acc_steps
         self.step = start_iteration
         self.optimizer = getattr(optimizer, "optimizer", optimizer) if not hasattr(
@@ -125,6 +137,7 @@ class TrainerMon:
 
     def _install_hooks(self) -> None:
         config = self.run.config
+        self.params = list(self._parameters())
         for chunk in self.models:
             self.handles.append(chunk.register_forward_pre_hook(lambda *_: self._count_micro_step()))
         if config.xy_distribution:
@@ -132,7 +145,7 @@ class TrainerMon:
             for vpp, name, module in self._watched():
                 self.handles.append(module.register_forward_hook(watch.hook(name, vpp), with_kwargs=True))
         if config.wg_distribution and self.reduced_apart:
-            for vpp, name, param in self._parameters():
+            for vpp, name, param in self.params:
                 self.handles.append(param.register_post_accumulate_grad_hook(self._unreduced_hook(name, vpp)))
 
     def _remove_hooks(self) -> None:
@@ -146,10 +159,10 @@ class TrainerMon:
 
     # -- weight gradients, moments, parameters -----------------------------------------------------------
     def _parameters(self):
-        """(vpp, name, parameter) of the watched modules' own trainable parameters, each once."""
+        """(vpp, name, parameter) of the watched modules' trainable parameters (with their children's), each once."""
         seen = set()
         for vpp, prefix, module in self._watched():
-            for name, param in module.named_parameters(prefix=prefix, recurse=not self.run.config.targets):
+            for name, param in module.named_parameters(prefix=prefix):
                 if param.requires_grad and id(param) not in seen:
                     seen.add(id(param))
                     yield vpp, name, param
@@ -178,7 +191,7 @@ class TrainerMon:
             return
         try:
             by_vpp: dict[int, list] = {}
-            for vpp, name, param in self._parameters():
+            for vpp, name, param in self.params:
                 tensor = tensor_of(param)
                 if measurable(tensor):
                     by_vpp.setdefault(vpp, []).append((name, tensor))
@@ -193,7 +206,7 @@ class TrainerMon:
         config = self.run.config
         if config.wg_distribution:
             self._add_parameter_group(GRAD_REDUCED, self._grad)
-            if not self.reduced_apart:
+            if not self.reduced_apart and not self.sharded:
                 self.collector.alias(GRAD_UNREDUCED, GRAD_REDUCED)
         if config.param_distribution:
             self._add_parameter_group(PARAM_ORIGIN, lambda p: _local(p.detach()))
