@@ -34,7 +34,7 @@ def test_upstream_file_loads(tmp_path):
 def test_defaults():
     config = parse_monitor_config({})
     assert config.targets == () and config.formats == ("csv",) and config.collect_times == NEVER
-    assert config.ops == ("min", "max", "norm", "mean", "zeros", "nans") and config.rules == DEFAULT_RULES
+    assert config.ops == ("norm",) and config.rules == DEFAULT_RULES
     assert config.dynamic_on is None
 
 

@@ -78,31 +78,33 @@ class AlertTracker:
 
     def check(self, metrics: StepMetrics) -> Alert | None:
         columns = {op: index for index, op in enumerate(metrics.ops)}
-        findings: list[tuple[int, Finding]] = []
-        for row in sorted(metrics.rows, key=lambda r: r.order):
-            findings.extend((row.order, finding) for finding in self._check_row(row, columns))
+        watched = [(number, rule, op, columns[op]) for number, rule in enumerate(self.rules)
+                   for op in rule.ops if op in columns]
+        findings = [finding for row in sorted(metrics.rows, key=lambda r: r.order)
+                    for finding in self._check_row(row, watched)]
         if not findings:
             return None
         alert = Alert(
-            metrics.step, metrics.rank, findings[0][1], len(findings),
-            tuple(f"{f.group} {f.name} {f.op}" for _, f in findings[1:6]),
+            metrics.step, metrics.rank, findings[0], len(findings),
+            tuple(f"{f.group} {f.name} {f.op}" for f in findings[1:6]),
         )
         self.alerts.append(alert)
         logger.warning(alert.message())
         atomic_write_text(self.path, json.dumps([asdict(a) for a in self.alerts], indent=1, allow_nan=True))
         return alert
 
-    def _check_row(self, row: MetricRow, columns: dict[str, int]) -> list[Finding]:
+    def _check_row(self, row: MetricRow, watched: list) -> list[Finding]:
         found = []
-        for rule in self.rules:
-            for op in rule.ops:
-                if op not in columns:
-                    continue
-                value = row.values[columns[op]]
-                history = self.history.setdefault((rule, row.group, row.target, op), deque(maxlen=rule.window))
-                fired, mean = _fires(rule, value, history)
-                if fired:
-                    found.append(Finding(row.group, row.name, row.micro_step, op, value, mean, rule.name))
-                if math.isfinite(value):
-                    history.append(abs(value))
+        target = row.target
+        for number, rule, op, column in watched:
+            value = row.values[column]
+            key = (number, row.group, target, op)
+            history = self.history.get(key)
+            if history is None:
+                history = self.history[key] = deque(maxlen=rule.window)
+            fired, mean = _fires(rule, value, history)
+            if fired:
+                found.append(Finding(row.group, row.name, row.micro_step, op, value, mean, rule.name))
+            if math.isfinite(value):
+                history.append(abs(value))
         return found

@@ -67,7 +67,7 @@ class MonitorConfig:
     mv_distribution: bool = False
     param_distribution: bool = False
     cc_distribution: bool = False
-    ops: tuple[str, ...] = ("min", "max", "norm", "mean", "zeros", "nans")
+    ops: tuple[str, ...] = ("norm",)  # upstream's default op too
     eps: float = 1e-8
     ndigits: int = 6
     start_step: int = 0

@@ -47,8 +47,9 @@ WRITTEN_ALWAYS = ("shape", "dtype")
 
 
 def reductions_for(ops: Sequence[str]) -> tuple[str, ...]:
-    """The reductions ``ops`` need, in :data:`REDUCTIONS` order (each computed once)."""
-    needed = {OPS[op].reduction for op in ops}
+    """The reductions ``ops`` need, in :data:`REDUCTIONS` order (each computed once). Counting NaNs also
+    computes the norm: a framework may count only where the norm is NaN."""
+    needed = {OPS[op].reduction for op in ops} | ({"norm"} if "nans" in ops else set())
     return tuple(r for r in REDUCTIONS if r in needed)
 
 

@@ -35,6 +35,17 @@ def _min_max(tensors: list[torch.Tensor], reductions: Sequence[str]) -> dict[str
     return {}
 
 
+def _nan_counts(values: list[torch.Tensor], norms: torch.Tensor | None) -> torch.Tensor:
+    """How many NaNs each tensor holds. On the CPU, where reading a value back is no device sync, only the
+    tensors whose norm is NaN are counted (a NaN anywhere makes the norm NaN; no NaN, no count to make):
+    the count is the dearest of the reductions, and almost always zero."""
+    if norms is None or norms.device.type != "cpu":
+        return torch.stack([torch.count_nonzero(torch.isnan(t)) for t in values])
+    flagged = torch.isnan(norms).tolist()
+    zero = torch.zeros((), dtype=torch.int64)
+    return torch.stack([torch.count_nonzero(torch.isnan(t)) if nan else zero for t, nan in zip(values, flagged)])
+
+
 @torch.no_grad()
 def group_reductions(tensors: Sequence[torch.Tensor], reductions: Sequence[str], eps: float) -> torch.Tensor:
     """``[len(tensors), len(reductions)]`` float64: each tensor's reductions (see msprobe.core.monitor.ops)."""
@@ -48,7 +59,7 @@ def group_reductions(tensors: Sequence[torch.Tensor], reductions: Sequence[str],
     if "zeros" in reductions:
         columns["zeros"] = torch.stack([torch.count_nonzero(t.abs() < eps) for t in values])
     if "nans" in reductions:
-        columns["nans"] = torch.stack([torch.count_nonzero(torch.isnan(t)) for t in values])
+        columns["nans"] = _nan_counts(values, columns.get("norm"))
     return torch.stack([columns[name].to(torch.float64) for name in reductions], dim=1)
 
 
