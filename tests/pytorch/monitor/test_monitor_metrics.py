@@ -115,3 +115,20 @@ def test_csv_files_have_upstream_layout(tmp_path, monkeypatch):
         assert (run / f"{group}_1-1.csv").read_text().splitlines()[0] == ",".join(header)
     shapes = {row["name"]: row["shape"] for row in read_rows(run, "grad_reduced")}
     assert shapes["lm_head.weight"] == "[96, 32]"
+
+
+def test_tensorboard_reads_the_event_files(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard", reason="the optional extra msprobe-pytorch[monitor-tb] is not installed")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
+    config = {**EVERYTHING, "format": ["tensorboard", "csv"]}
+    train(llama(layers=1), 3, write_config(tmp_path / "c.json", **config))
+    run = only_run_dir(tmp_path / "out")
+    events = EventAccumulator(str(run))
+    events.Reload()
+    scalars = events.Scalars("grad_reduced_norm/lm_head.weight")
+    csv_norms = [row["norm"] for row in read_rows(run, "grad_reduced") if row["name"] == "lm_head.weight"]
+    assert [s.step for s in scalars] == [0, 1, 2]
+    assert [s.value for s in scalars] == pytest.approx(csv_norms, rel=1e-5)
+    assert "actv_max/model.norm.output:0" in events.Tags()["scalars"]
