@@ -139,14 +139,14 @@ def parse_monitor_config(raw: object, file: str | None = None) -> MonitorConfig:
     return config
 
 
+def _checked(reader: FieldReader, key: str, default, accept, allowed: str):
+    """``key``'s value when ``accept`` takes it, else the default with the problem reported (FieldReader's rule)."""
+    return reader._read(key, default, accept, allowed)
+
+
 def _targets(reader: FieldReader) -> tuple[str, ...]:
-    value = reader.raw.get("targets")
-    if value is None:
-        return ()
-    if not isinstance(value, Mapping):
-        reader.report("targets", value, "an object: module name -> what to watch ({} for every module)")
-        return ()
-    return tuple(value)
+    allowed = "an object: module name -> what to watch ({} for every module)"
+    return tuple(_checked(reader, "targets", {}, lambda v: isinstance(v, Mapping), allowed))
 
 
 def _cc(reader: FieldReader) -> bool:
@@ -187,7 +187,7 @@ def _positive_number(reader: FieldReader, key: str, default: float) -> float:
     def accept(v: object) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
-    return float(reader._read(key, default, accept, "a finite number > 0"))
+    return float(_checked(reader, key, default, accept, "a finite number > 0"))
 
 
 def _formats(reader: FieldReader) -> tuple[str, ...]:
@@ -202,13 +202,10 @@ def _formats(reader: FieldReader) -> tuple[str, ...]:
 
 
 def _ranks(reader: FieldReader) -> tuple[int, ...]:
-    value = reader.raw.get("module_ranks")
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(is_int(v) and v >= 0 for v in value):
-        reader.report("module_ranks", value, "a list of ranks (integers >= 0); empty: every rank")
-        return ()
-    return tuple(value)
+    def accept(value: object) -> bool:
+        return isinstance(value, list) and all(is_int(v) and v >= 0 for v in value)
+
+    return tuple(_checked(reader, "module_ranks", [], accept, "a list of ranks (integers >= 0); empty: every rank"))
 
 
 def _alert(reader: FieldReader) -> dict:
