@@ -127,7 +127,7 @@ class ModuleWatch:
         named = labelled(name, "input", inputs) + labelled(name, "output", outputs)
         if self.forward and in_backward() == -1:
             collector.add(ACTV, named, micro, vpp)
-        if self.backward and torch.is_grad_enabled():
+        if torch.is_grad_enabled():  # forward_only still counts micro-batches by the gradients' arrival
             for label, tensor in named:
                 if tensor.requires_grad:
                     tensor.register_hook(self._grad_hook(label, micro, vpp))
@@ -135,7 +135,10 @@ class ModuleWatch:
     def _grad_hook(self, label: str, micro: int, vpp: int):
         def grad_hook(grad):
             collector = self.collector_of()
-            if collector is None or not measurable(grad):
+            if collector is None:
+                return
+            self.mon.note_backward()
+            if not self.backward or not measurable(grad):
                 return
             try:
                 collector.add(ACTV_GRAD, [(label, grad)], micro, vpp)

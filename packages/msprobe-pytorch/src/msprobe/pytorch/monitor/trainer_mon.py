@@ -4,7 +4,7 @@
     mon.set_monitor(model, optimizer, grad_acc_steps=4)
     # train as usual: a step ends when optimizer.step() returns
 
-Steps are counted by the optimizer's step hooks; micro-batches by the (outermost) model's forward calls.
+Steps are counted by the optimizer's step hooks; micro-batches by the backward passes between them.
 Weight gradients are read before the data-parallel reduce (``grad_unreduced``: each parameter's
 post-accumulate hook on the last micro-batch, when a DDP model or ``dp_group`` reduces them) and after it
 (``grad_reduced``: at ``optimizer.step()``); without a reduce the two are the same values, computed once.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 
+import torch
 from torch import nn
 
 from msprobe.core.config.errors import ConfigError, Problem
@@ -30,7 +31,7 @@ from msprobe.core.monitor.records import (
     StepMetrics,
 )
 from msprobe.core.monitor.run import MonitorRun
-from msprobe.pytorch.monitor.collect import ModuleWatch, StepCollector, in_backward
+from msprobe.pytorch.monitor.collect import ModuleWatch, StepCollector
 from msprobe.pytorch.monitor.stats import measurable
 from msprobe.pytorch.rank import current_rank
 
@@ -52,6 +53,17 @@ def _fully_sharded(module: nn.Module) -> bool:
     return isinstance(module, FSDPModule)
 
 
+def _torch_optimizer(optimizer):
+    """The torch optimizer inside a trainer's wrapper (Accelerate's, Lightning's): the one whose ``step`` runs
+    the step hooks."""
+    def inner(wrapper):
+        return getattr(wrapper, "optimizer", None) or getattr(wrapper, "_optimizer", None)
+
+    while isinstance(inner(optimizer), torch.optim.Optimizer):
+        optimizer = inner(optimizer)
+    return optimizer
+
+
 def _check_arguments(grad_acc_steps: object, start_iteration: object) -> None:
     problems = []
     if not isinstance(grad_acc_steps, int) or isinstance(grad_acc_steps, bool) or grad_acc_steps < 1:
@@ -70,7 +82,8 @@ class TrainerMon:
         self.params_have_main_grad = params_have_main_grad
         self.opt_ty = opt_ty  # upstream names its optimizer wrappers; moments are read from torch's optimizer state
         self.step = 0
-        self.forwards = 0  # forward calls of the model in this step: micro-batches
+        self.backwards = 0  # backward passes completed in this step: the micro-batches done
+        self.backward_end_queued = False
         self.grad_acc_steps = 1
         self.collector: StepCollector | None = None
         self.handles: list = []
@@ -90,8 +103,7 @@ class TrainerMon:
             isinstance(chunk, nn.parallel.DistributedDataParallel) for chunk in chunks))
         self.grad_acc_steps = grad_acc_steps
         self.step = start_iteration
-        self.optimizer = getattr(optimizer, "optimizer", optimizer) if not hasattr(
-            optimizer, "register_step_post_hook") else optimizer
+        self.optimizer = _torch_optimizer(optimizer)
         self._check_targets()
         self.optimizer.register_step_pre_hook(lambda *_: self._before_optimizer_step())
         self.optimizer.register_step_post_hook(lambda *_: self._after_optimizer_step())
@@ -100,7 +112,7 @@ class TrainerMon:
     @property
     def micro_step(self) -> int:
         """The micro-batch being run, 0-based, as upstream counts it (modulo ``grad_acc_steps``)."""
-        return max(self.forwards - 1, 0) % self.grad_acc_steps
+        return self.backwards % self.grad_acc_steps
 
     @property
     def monitoring(self) -> bool:
@@ -138,8 +150,6 @@ class TrainerMon:
     def _install_hooks(self) -> None:
         config = self.run.config
         self.params = list(self._parameters())
-        for chunk in self.models:
-            self.handles.append(chunk.register_forward_pre_hook(lambda *_: self._count_micro_step()))
         if config.xy_distribution:
             watch = ModuleWatch(self, lambda: self.collector, not config.backward_only, not config.forward_only)
             for vpp, name, module in self._watched():
@@ -153,9 +163,18 @@ class TrainerMon:
             handle.remove()
         self.handles = []
 
-    def _count_micro_step(self) -> None:
-        if in_backward() == -1:  # a checkpointed chunk recomputed in the backward pass is no new micro-batch
-            self.forwards += 1
+    def note_backward(self) -> None:
+        """Called by every gradient hook: the backward pass's end (a callback of autograd's engine) ends a
+        micro-batch. Counting backward passes, not forward calls of one module, holds whatever module the
+        training step calls (Lightning calls the LightningModule's children) and ignores checkpointed
+        forwards recomputed in the backward pass."""
+        if not self.backward_end_queued:
+            self.backward_end_queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._backward_ended)
+
+    def _backward_ended(self) -> None:
+        self.backwards += 1
+        self.backward_end_queued = False
 
     # -- weight gradients, moments, parameters -----------------------------------------------------------
     def _parameters(self):
@@ -174,7 +193,9 @@ class TrainerMon:
     def _unreduced_hook(self, name: str, vpp: int):
         def hook(param):
             collector = self.collector
-            if collector is None or self.forwards < self.grad_acc_steps or GRAD_UNREDUCED in collector.failed:
+            if collector is not None:
+                self.note_backward()
+            if collector is None or self.micro_step < self.grad_acc_steps - 1 or GRAD_UNREDUCED in collector.failed:
                 return
             try:
                 grad = self._grad(param)
@@ -223,7 +244,7 @@ class TrainerMon:
         except Exception as error:  # writing failed (a full disk...): the run goes on
             logger.warning("monitor: step %d not written: %s: %s", self.step, type(error).__name__, error)
         self.step += 1
-        self.forwards = 0
+        self.backwards = 0
         if self.run.reload_if_changed():
             self._remove_hooks()
         self._switch()
