@@ -1,9 +1,8 @@
 """What TrainerMon collects during one step, and the hooks that feed it.
 
-Data flows one way: a hook hands tensors to :class:`StepCollector`, which queues their reductions on the
-device (:class:`~msprobe.pytorch.monitor.stats.StepBuffer`) and remembers, in execution order, which row
-is which; at the step's end :meth:`StepCollector.rows` brings everything to the host once and builds the
-framework-free rows that the writers and alert rules read.
+Data flows one way: a hook hands tensors to the step's collector (:mod:`msprobe.core.monitor.collector`),
+which queues their reductions on the device (:class:`~msprobe.pytorch.monitor.stats.StepBuffer`) and
+remembers, in execution order, which row is which.
 
 Activations come from forward hooks; activation gradients from tensor hooks registered on those same
 inputs and outputs (not ``register_full_backward_hook``, which rewires the graph and breaks in-place ops
@@ -14,17 +13,14 @@ the ones the gradients flow through).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import torch
 
-from msprobe.core.monitor.ops import finish
-from msprobe.core.monitor.records import ACTV, ACTV_GRAD, MetricRow
-from msprobe.pytorch.monitor.stats import Pending, StepBuffer, measurable
+from msprobe.core.monitor.collector import StepCollector
+from msprobe.core.monitor.records import ACTV, ACTV_GRAD
+from msprobe.pytorch.monitor.stats import measurable
 
-logger = logging.getLogger("msprobe")
 in_backward = torch._C._current_graph_task_id  # -1 outside a backward pass
 
 
@@ -46,61 +42,6 @@ def labelled(name: str, tag: str, tensors: list[torch.Tensor]) -> list[tuple[str
     if len(tensors) == 1:
         return [(f"{name}.{tag}", tensors[0])]
     return [(f"{name}.{tag}_{index}", tensor) for index, tensor in enumerate(tensors)]
-
-
-@dataclass(frozen=True)
-class Queued:
-    group: str
-    name: str
-    micro_step: int | None
-    place: Pending
-    vpp_stage: int
-
-
-class StepCollector:
-    """The rows of the step being collected; errors are logged once per source and that source left out."""
-
-    def __init__(self, ops: tuple[str, ...], reductions: tuple[str, ...], eps: float) -> None:
-        self.ops, self.reductions = ops, reductions
-        self.buffer = StepBuffer(reductions, eps)
-        self.queued: list[Queued] = []
-        self.keys: set[tuple] = set()
-        self.failed: set[str] = set()
-
-    def add(self, group: str, named: list[tuple[str, torch.Tensor]], micro_step: int | None, vpp: int = 0) -> None:
-        """Queue each named tensor once per step and micro-step: under activation checkpointing the inputs of a
-        checkpointed region get gradient hooks twice (first pass and recomputation), and both fire."""
-        named = [(name, t) for name, t in named if (group, name, micro_step, vpp) not in self.keys]
-        if not named:
-            return
-        self.keys.update((group, name, micro_step, vpp) for name, _ in named)
-        places = self.buffer.add([tensor for _, tensor in named])
-        self.queued.extend(Queued(group, name, micro_step, place, vpp) for (name, _), place in zip(named, places))
-
-    def alias(self, group: str, source_group: str) -> None:
-        """Rows of ``group`` with the values already queued for ``source_group`` (gradients that no reduce changed)."""
-        sources = [q for q in self.queued if q.group == source_group]
-        self.queued.extend(Queued(group, q.name, q.micro_step, q.place, q.vpp_stage) for q in sources)
-
-    def guard(self, source: str, error: Exception) -> None:
-        if source not in self.failed:
-            self.failed.add(source)
-            logger.warning(
-                "monitor: %s left out of the metrics after an error: %s: %s", source, type(error).__name__, error
-            )
-
-    def rows(self) -> tuple[MetricRow, ...]:
-        """The step's rows on the host (the one transfer of the step); the collector is empty afterwards."""
-        values = self.buffer.transfer()
-        rows = tuple(
-            MetricRow(
-                q.group, q.name, q.micro_step, finish(self.ops, self.reductions, values[q.place.index], q.place.numel),
-                q.place.shape, q.place.dtype, order, q.vpp_stage,
-            )
-            for order, q in enumerate(self.queued)
-        )
-        self.queued, self.keys = [], set()
-        return rows
 
 
 class ModuleWatch:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from msprobe.core.monitor.collector import Pending
 
 _UPCAST = (torch.float16, torch.bfloat16)
 
@@ -61,16 +62,6 @@ def group_reductions(tensors: Sequence[torch.Tensor], reductions: Sequence[str],
     if "nans" in reductions:
         columns["nans"] = _nan_counts(values, columns.get("norm"))
     return torch.stack([columns[name].to(torch.float64) for name in reductions], dim=1)
-
-
-@dataclass(frozen=True)
-class Pending:
-    """Where a tensor's reductions will be in the step's transfer, and what the host needs to finish them."""
-
-    index: int
-    numel: int
-    shape: tuple[int, ...]
-    dtype: str
 
 
 class StepBuffer:

@@ -21,6 +21,7 @@ from torch import nn
 
 from msprobe.core.config.errors import ConfigError, Problem
 from msprobe.core.monitor.alerts import Alert
+from msprobe.core.monitor.collector import StepCollector
 from msprobe.core.monitor.records import (
     EXP_AVG,
     EXP_AVG_SQ,
@@ -31,8 +32,8 @@ from msprobe.core.monitor.records import (
     StepMetrics,
 )
 from msprobe.core.monitor.run import MonitorRun
-from msprobe.pytorch.monitor.collect import ModuleWatch, StepCollector
-from msprobe.pytorch.monitor.stats import measurable
+from msprobe.pytorch.monitor.collect import ModuleWatch
+from msprobe.pytorch.monitor.stats import StepBuffer, measurable
 from msprobe.pytorch.rank import current_rank
 
 logger = logging.getLogger("msprobe")
@@ -145,7 +146,7 @@ class TrainerMon:
 
     def _new_collector(self) -> StepCollector:
         config = self.run.config
-        return StepCollector(config.ops, self.run.reductions, config.eps)
+        return StepCollector(config.ops, self.run.reductions, StepBuffer(self.run.reductions, config.eps))
 
     def _install_hooks(self) -> None:
         config = self.run.config
