@@ -15,10 +15,12 @@ from msprobe.mindspore.compare import compare, compare_distributed
 _PUBLIC = {
     "GradComparator": "msprobe.core.grad_probe",
     "PrecisionDebugger": "msprobe.mindspore.debugger",
+    "TrainerMon": "msprobe.mindspore.monitor",
 }
 __all__ = [
     "GradComparator",
     "PrecisionDebugger",
+    "TrainerMon",
     "compare",
     "compare_distributed",
 ]

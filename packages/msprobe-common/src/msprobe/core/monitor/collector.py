@@ -31,6 +31,13 @@ class Pending:
     dtype: str
 
 
+def labelled(name: str, tag: str, tensors: list[Any]) -> list[tuple[str, Any]]:
+    """Upstream's names: ``fc1.input`` for one tensor, ``fc1.input_0``, ``fc1.input_1``... for several."""
+    if len(tensors) == 1:
+        return [(f"{name}.{tag}", tensors[0])]
+    return [(f"{name}.{tag}_{index}", tensor) for index, tensor in enumerate(tensors)]
+
+
 class ReductionBuffer(Protocol):
     def add(self, tensors: Sequence[Any]) -> list[Pending]: ...
 

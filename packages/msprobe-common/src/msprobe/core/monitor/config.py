@@ -92,6 +92,17 @@ class MonitorConfig:
         )
 
 
+def check_set_monitor_arguments(grad_acc_steps: object, start_iteration: object) -> None:
+    """``set_monitor``'s numbers, checked before any hook goes on (both frameworks)."""
+    problems = []
+    if not isinstance(grad_acc_steps, int) or isinstance(grad_acc_steps, bool) or grad_acc_steps < 1:
+        problems.append(Problem("set_monitor.grad_acc_steps", grad_acc_steps, "an integer >= 1"))
+    if not isinstance(start_iteration, int) or isinstance(start_iteration, bool) or start_iteration < 0:
+        problems.append(Problem("set_monitor.start_iteration", start_iteration, "an integer >= 0"))
+    if problems:
+        raise ConfigError(problems)
+
+
 def load_monitor_config(path: str | os.PathLike) -> MonitorConfig:
     """Read and check the file at ``path``; :class:`ConfigError` lists every problem."""
     try:

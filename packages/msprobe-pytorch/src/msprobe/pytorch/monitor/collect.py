@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import torch
 
-from msprobe.core.monitor.collector import StepCollector
+from msprobe.core.monitor.collector import StepCollector, labelled
 from msprobe.core.monitor.records import ACTV, ACTV_GRAD
 from msprobe.pytorch.monitor.stats import measurable
 
@@ -35,13 +35,6 @@ def tensors_in(value: object) -> list[torch.Tensor]:
     else:
         return []
     return [item for item in items if measurable(item)]
-
-
-def labelled(name: str, tag: str, tensors: list[torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
-    """Upstream's names: ``fc1.input`` for one tensor, ``fc1.input_0``, ``fc1.input_1``... for several."""
-    if len(tensors) == 1:
-        return [(f"{name}.{tag}", tensors[0])]
-    return [(f"{name}.{tag}_{index}", tensor) for index, tensor in enumerate(tensors)]
 
 
 class ModuleWatch:

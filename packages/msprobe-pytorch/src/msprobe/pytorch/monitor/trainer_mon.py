@@ -22,6 +22,7 @@ from torch import nn
 from msprobe.core.config.errors import ConfigError, Problem
 from msprobe.core.monitor.alerts import Alert
 from msprobe.core.monitor.collector import StepCollector
+from msprobe.core.monitor.config import check_set_monitor_arguments
 from msprobe.core.monitor.records import (
     EXP_AVG,
     EXP_AVG_SQ,
@@ -65,16 +66,6 @@ def _torch_optimizer(optimizer):
     return optimizer
 
 
-def _check_arguments(grad_acc_steps: object, start_iteration: object) -> None:
-    problems = []
-    if not isinstance(grad_acc_steps, int) or isinstance(grad_acc_steps, bool) or grad_acc_steps < 1:
-        problems.append(Problem("set_monitor.grad_acc_steps", grad_acc_steps, "an integer >= 1"))
-    if not isinstance(start_iteration, int) or isinstance(start_iteration, bool) or start_iteration < 0:
-        problems.append(Problem("set_monitor.start_iteration", start_iteration, "an integer >= 0"))
-    if problems:
-        raise ConfigError(problems)
-
-
 class TrainerMon:
     def __init__(self, config_file_path, process_group=None, params_have_main_grad=True, opt_ty=None) -> None:
         self.rank = current_rank() or 0
@@ -95,7 +86,7 @@ class TrainerMon:
 
     # -- public API (upstream's) -------------------------------------------------------------------
     def set_monitor(self, model, optimizer, grad_acc_steps=1, tp_group=None, dp_group=None, start_iteration=0):
-        _check_arguments(grad_acc_steps, start_iteration)
+        check_set_monitor_arguments(grad_acc_steps, start_iteration)
         chunks = list(model) if isinstance(model, (list, tuple)) else [model]
         self.models = [chunk.module if isinstance(chunk, nn.parallel.DistributedDataParallel) else chunk
                        for chunk in chunks]
