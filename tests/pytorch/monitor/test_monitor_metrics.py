@@ -104,7 +104,8 @@ UPSTREAM_HEADERS = {  # upstream 26.2.0's columns, read from its files on a tiny
 
 def test_csv_files_have_upstream_layout(tmp_path, monkeypatch):
     monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
-    train(llama(layers=1), 2, write_config(tmp_path / "c.json", **{**EVERYTHING, "format": "csv"}))
+    config = {**EVERYTHING, "format": "csv", "step_count_per_record": 1}  # upstream's default: a file per step
+    train(llama(layers=1), 2, write_config(tmp_path / "c.json", **config))
     run = only_run_dir(tmp_path / "out")
     assert run.name.split("-")[-2] == "rank0"
     names = sorted(p.name for p in run.iterdir())

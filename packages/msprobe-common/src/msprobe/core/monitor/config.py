@@ -78,7 +78,7 @@ class MonitorConfig:
     alert_dump: bool = False
     dynamic_on: bool | None = None  # None: not stated
     module_ranks: tuple[int, ...] = ()
-    step_count_per_record: int = 1
+    step_count_per_record: int = 100  # upstream: 1, a file per group and step
     file: str | None = field(default=None, compare=False)
 
     @property
@@ -139,7 +139,7 @@ def parse_monitor_config(raw: object, file: str | None = None) -> MonitorConfig:
         collect_times=reader.integer("collect_times", NEVER, lambda v: v >= 1, "an integer >= 1"),
         formats=_formats(reader),
         module_ranks=_ranks(reader),
-        step_count_per_record=reader.integer("step_count_per_record", 1, lambda v: v >= 1, "an integer >= 1"),
+        step_count_per_record=reader.integer("step_count_per_record", 100, lambda v: v >= 1, "an integer >= 1"),
         dynamic_on=reader.flag("dynamic_on", None),
         file=file,
         **_alert(reader),
