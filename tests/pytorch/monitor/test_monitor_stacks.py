@@ -73,3 +73,46 @@ def test_targets_limit_what_is_watched(tmp_path, monkeypatch):
     assert {r["name"] for r in read_rows(run, "actv")} == {"model.layers.1.mlp.input", "model.layers.1.mlp.output"}
     assert {r["name"] for r in read_rows(run, "grad_reduced")} == {
         f"model.layers.1.mlp.{p}_proj.weight" for p in ("gate", "up", "down")}
+
+
+class _Sparse(torch.nn.Module):
+    """Hands its input on and also returns a sparse copy, which no dense reduction accepts."""
+
+    def forward(self, x):
+        return x, x.detach().to_sparse()
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.odd, self.head = torch.nn.Linear(4, 8), _Sparse(), torch.nn.Linear(8, 1)
+
+    def forward(self, x):
+        hidden, _ = self.odd(self.fc(x))
+        return self.head(hidden)
+
+
+def test_an_error_while_collecting_is_logged_once_and_that_source_left_out(tmp_path, monkeypatch, caplog):
+    from msprobe.pytorch import TrainerMon
+
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
+
+    def run(monitored: bool):
+        torch.manual_seed(0)
+        net = _Net()
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        if monitored:
+            TrainerMon(str(write_config(tmp_path / "c.json", **CONFIG))).set_monitor(net, optimizer)
+        for step in range(3):
+            net(torch.randn(2, 4, generator=torch.Generator().manual_seed(step))).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        return [p.detach().clone() for p in net.parameters()]
+
+    bare = run(False)
+    with caplog.at_level("WARNING", logger="msprobe"):
+        watched = run(True)
+    assert all(torch.equal(a, b) for a, b in zip(bare, watched))
+    assert caplog.text.count("odd left out of the metrics after an error") == 1
+    names = {r["name"] for r in read_rows(only_run_dir(tmp_path / "out"), "actv")}
+    assert "fc.output" in names and "head.output" in names and not any(n.startswith("odd.") for n in names)

@@ -56,12 +56,13 @@ class Queued:
 class StepCollector:
     """The rows of the step being collected; errors are logged once per source and that source left out."""
 
-    def __init__(self, ops: tuple[str, ...], reductions: tuple[str, ...], buffer: ReductionBuffer) -> None:
+    def __init__(self, ops: tuple[str, ...], reductions: tuple[str, ...], buffer: ReductionBuffer,
+                 failed: set[str]) -> None:
         self.ops, self.reductions = ops, reductions
         self.buffer = buffer
         self.queued: list[Queued] = []
         self.keys: set[tuple] = set()
-        self.failed: set[str] = set()
+        self.failed = failed  # the run's: a source that failed once stays out
 
     def add(self, group: str, named: list[tuple[str, Any]], micro_step: int | None, vpp: int = 0) -> None:
         """Queue each named tensor once per step and micro-step: under activation checkpointing the inputs of a

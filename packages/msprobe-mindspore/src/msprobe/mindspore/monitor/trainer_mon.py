@@ -86,6 +86,7 @@ class TrainerMon:
         self.step = 0
         self.collector: StepCollector | None = None
         self.handles: list = []
+        self.failed: set[str] = set()  # metric sources left out after an error, for the whole run
         self.optimizer = None
         self.cells: list = []
 
@@ -112,8 +113,9 @@ class TrainerMon:
             self.handles = []
         elif not self.handles and config.xy_distribution and not config.backward_only:
             self.handles = [cell.register_forward_hook(self._forward_hook(name)) for name, cell in self.cells]
-        self.collector = StepCollector(config.ops, self.run.reductions, StepBuffer(self.run.reductions, config.eps)
-                                       ) if self.run.collects(self.step) else None
+        buffer = StepBuffer(self.run.reductions, config.eps)
+        self.collector = StepCollector(config.ops, self.run.reductions, buffer, self.failed) if self.run.collects(
+            self.step) else None
 
     def _forward_hook(self, name: str):
         def hook(cell, inputs, outputs):

@@ -75,19 +75,21 @@ class StepBuffer:
         self.seen: dict[int, tuple[weakref.ref, int, Pending]] = {}
 
     def add(self, tensors: Sequence[torch.Tensor]) -> list[Pending]:
-        """Queue ``tensors`` (all measurable) for reduction; their places in the transfer, in order."""
-        fresh: list[torch.Tensor] = []
+        """Queue ``tensors`` (all measurable) for reduction; their places in the transfer, in order. When the
+        reduction raises, nothing is queued: the rows already queued keep their places."""
+        fresh: dict[int, tuple[torch.Tensor, Pending]] = {}
         places: list[Pending] = []
         for tensor in tensors:
-            place = self._known(tensor)
+            place = self._known(tensor) or (fresh[id(tensor)][1] if id(tensor) in fresh else None)
             if place is None:
-                place = Pending(self.count, tensor.numel(), tuple(tensor.shape), str(tensor.dtype))
-                self.count += 1
-                self.seen[id(tensor)] = (weakref.ref(tensor), tensor._version, place)
-                fresh.append(tensor)
+                place = Pending(self.count + len(fresh), tensor.numel(), tuple(tensor.shape), str(tensor.dtype))
+                fresh[id(tensor)] = (tensor, place)
             places.append(place)
         if fresh:
-            self.blocks.append(group_reductions(fresh, self.reductions, self.eps))
+            self.blocks.append(group_reductions([t for t, _ in fresh.values()], self.reductions, self.eps))
+            self.count += len(fresh)
+            for tensor, place in fresh.values():
+                self.seen[id(tensor)] = (weakref.ref(tensor), tensor._version, place)
         return places
 
     def _known(self, tensor: torch.Tensor) -> Pending | None:

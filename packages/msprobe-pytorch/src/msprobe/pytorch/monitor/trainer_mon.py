@@ -79,6 +79,7 @@ class TrainerMon:
         self.grad_acc_steps = 1
         self.collector: StepCollector | None = None
         self.handles: list = []
+        self.failed: set[str] = set()  # metric sources left out after an error, for the whole run
         self.params: list = []  # (vpp, name, parameter) watched, listed when the hooks go on
         self.models: list[nn.Module] = []
         self.optimizer = None
@@ -137,7 +138,8 @@ class TrainerMon:
 
     def _new_collector(self) -> StepCollector:
         config = self.run.config
-        return StepCollector(config.ops, self.run.reductions, StepBuffer(self.run.reductions, config.eps))
+        buffer = StepBuffer(self.run.reductions, config.eps)
+        return StepCollector(config.ops, self.run.reductions, buffer, self.failed)
 
     def _install_hooks(self) -> None:
         config = self.run.config
