@@ -48,6 +48,24 @@ def _precision_compare_run(args: argparse.Namespace) -> int:
     return main(args.npu_csv, args.gpu_csv, args.out_path)
 
 
+def _monitor_configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True)
+    view = actions.add_parser("view", help="the monitor's files as one self-contained HTML page (docs/monitor.md)")
+    view.add_argument("-i", "--input", required=True, help="a rank's monitor folder, or the folder above several")
+    view.add_argument("-o", "--output", required=True, help="the HTML file to write")
+
+
+def _monitor_run(args: argparse.Namespace) -> int:
+    from msprobe.core.monitor.view import ViewError, write_view
+
+    try:
+        print(f"monitor view written: {write_view(args.input, args.output)}")
+    except (ViewError, OSError) as error:
+        print(f"msprobe monitor view: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _anomaly_origin_configure(parser: argparse.ArgumentParser) -> None:
     from msprobe.core.anomaly.command import configure
 
@@ -64,6 +82,8 @@ _ANOMALY_ORIGIN = Command("the first API, over every rank of a statistics dump, 
                           "into inf/NaN", _anomaly_origin_configure, _anomaly_origin_run)
 
 CORE_COMMANDS: dict[str, Command] = {
+    "monitor": Command("the training-state monitor's output: monitor view -i DIR -o page.html",
+                       _monitor_configure, _monitor_run),
     "grad_compare": Command(
         "compare the gradient directions of two grad_probe runs", _grad_compare_configure, _grad_compare_run
     ),

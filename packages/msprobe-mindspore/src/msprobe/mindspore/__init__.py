@@ -16,11 +16,13 @@ _PUBLIC = {
     "ConfigChecker": "msprobe.mindspore.config_check",
     "GradComparator": "msprobe.core.grad_probe",
     "PrecisionDebugger": "msprobe.mindspore.debugger",
+    "TrainerMon": "msprobe.mindspore.monitor",
 }
 __all__ = [
     "ConfigChecker",
     "GradComparator",
     "PrecisionDebugger",
+    "TrainerMon",
     "compare",
     "compare_distributed",
 ]

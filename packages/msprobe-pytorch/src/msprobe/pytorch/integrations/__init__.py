@@ -87,4 +87,14 @@ class OptimizerStepWindow:
                 logger.debug("finishing the debugger after the failure above failed too", exc_info=True)
 
 
-__all__ = ["OptimizerStepWindow", "unwrap_model"]
+def start_monitor(monitor: Any, model: Any, optimizer: Any, grad_acc_steps: int, start_iteration: int) -> None:
+    """Hook a ``TrainerMon`` onto a trainer's model and optimizer when training begins: the user's model
+    (its module names), the torch optimizer inside the trainer's wrapper, and the world as the
+    data-parallel group when several ranks train (their gradients are reduced)."""
+    dist = torch.distributed
+    several = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    monitor.set_monitor(unwrap_model(model), optimizer, grad_acc_steps=grad_acc_steps,
+                        dp_group=dist.group.WORLD if several else None, start_iteration=start_iteration)
+
+
+__all__ = ["OptimizerStepWindow", "start_monitor", "unwrap_model"]

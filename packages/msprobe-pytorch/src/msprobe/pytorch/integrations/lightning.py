@@ -18,7 +18,8 @@ except ImportError:
     from pytorch_lightning import Callback
 
 from msprobe.pytorch.debugger import PrecisionDebugger
-from msprobe.pytorch.integrations import OptimizerStepWindow
+from msprobe.pytorch.integrations import OptimizerStepWindow, start_monitor
+from msprobe.pytorch.monitor import TrainerMon
 
 
 class MsprobeCallback(Callback):
@@ -55,4 +56,17 @@ class MsprobeCallback(Callback):
         self.window.end()
 
 
-__all__ = ["MsprobeCallback"]
+class MonitorCallback(Callback):
+    """The training-state monitor in a Lightning run (docs/monitor.md): ``MonitorCallback("monitor.json")``
+    checks the file now; when training starts the ``LightningModule`` and the first optimizer are hooked,
+    with ``accumulate_grad_batches`` as micro-batches and the global step (after a resume) as the first step."""
+
+    def __init__(self, config_file_path: str, **trainer_mon_kwargs: Any) -> None:
+        self.monitor = TrainerMon(config_file_path, **{"params_have_main_grad": False, **trainer_mon_kwargs})
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        start_monitor(self.monitor, pl_module, trainer.optimizers[0], trainer.accumulate_grad_batches,
+                      trainer.global_step)
+
+
+__all__ = ["MonitorCallback", "MsprobeCallback"]

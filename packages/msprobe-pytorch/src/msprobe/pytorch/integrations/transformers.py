@@ -13,7 +13,8 @@ from typing import Any
 from transformers import TrainerCallback
 
 from msprobe.pytorch.debugger import PrecisionDebugger
-from msprobe.pytorch.integrations import OptimizerStepWindow
+from msprobe.pytorch.integrations import OptimizerStepWindow, start_monitor
+from msprobe.pytorch.monitor import TrainerMon
 
 
 class MsprobeCallback(TrainerCallback):
@@ -41,4 +42,17 @@ class MsprobeCallback(TrainerCallback):
         self.window.end()
 
 
-__all__ = ["MsprobeCallback"]
+class MonitorCallback(TrainerCallback):
+    """The training-state monitor in a Trainer (docs/monitor.md): ``MonitorCallback("monitor.json")`` checks
+    the file now; when training begins the Trainer's model and optimizer are hooked, with its
+    ``gradient_accumulation_steps`` as micro-batches and its step count (after a resume) as the first step."""
+
+    def __init__(self, config_file_path: str, **trainer_mon_kwargs: Any) -> None:
+        self.monitor = TrainerMon(config_file_path, **{"params_have_main_grad": False, **trainer_mon_kwargs})
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None,
+                       **kwargs: Any) -> None:
+        start_monitor(self.monitor, model, optimizer, args.gradient_accumulation_steps, state.global_step)
+
+
+__all__ = ["MonitorCallback", "MsprobeCallback"]

@@ -1,0 +1,100 @@
+"""The rows of the step being collected, framework-free: which queued reduction is which tensor's.
+
+A framework's hooks hand named tensors to :class:`StepCollector`; its *buffer* (the framework's: it
+reduces tensors where they live, see ``msprobe.pytorch.monitor.stats``) says where each tensor's
+reductions will be in the step's single transfer. At the step's end :meth:`StepCollector.rows` makes that
+transfer and builds the rows the writers and alert rules read, in execution order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from msprobe.core.monitor.ops import finish
+from msprobe.core.monitor.records import MetricRow
+
+logger = logging.getLogger("msprobe")
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Where a tensor's reductions will be in the step's transfer, and what the host needs to finish them."""
+
+    index: int
+    numel: int
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def labelled(name: str, tag: str, tensors: list[Any]) -> list[tuple[str, Any]]:
+    """Upstream's names: ``fc1.input`` for one tensor, ``fc1.input_0``, ``fc1.input_1``... for several."""
+    if len(tensors) == 1:
+        return [(f"{name}.{tag}", tensors[0])]
+    return [(f"{name}.{tag}_{index}", tensor) for index, tensor in enumerate(tensors)]
+
+
+class ReductionBuffer(Protocol):
+    def add(self, tensors: Sequence[Any]) -> list[Pending]: ...
+
+    def transfer(self) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Queued:
+    group: str
+    name: str
+    micro_step: int | None
+    place: Pending
+    vpp_stage: int
+
+
+class StepCollector:
+    """The rows of the step being collected; errors are logged once per source and that source left out."""
+
+    def __init__(self, ops: tuple[str, ...], reductions: tuple[str, ...], buffer: ReductionBuffer,
+                 failed: set[str]) -> None:
+        self.ops, self.reductions = ops, reductions
+        self.buffer = buffer
+        self.queued: list[Queued] = []
+        self.keys: set[tuple] = set()
+        self.failed = failed  # the run's: a source that failed once stays out
+
+    def add(self, group: str, named: list[tuple[str, Any]], micro_step: int | None, vpp: int = 0) -> None:
+        """Queue each named tensor once per step and micro-step: under activation checkpointing the inputs of a
+        checkpointed region get gradient hooks twice (first pass and recomputation), and both fire."""
+        named = [(name, t) for name, t in named if (group, name, micro_step, vpp) not in self.keys]
+        if not named:
+            return
+        self.keys.update((group, name, micro_step, vpp) for name, _ in named)
+        places = self.buffer.add([tensor for _, tensor in named])
+        self.queued.extend(Queued(group, name, micro_step, place, vpp) for (name, _), place in zip(named, places))
+
+    def alias(self, group: str, source_group: str) -> None:
+        """Rows of ``group`` with the values already queued for ``source_group`` (gradients that no reduce changed)."""
+        sources = [q for q in self.queued if q.group == source_group]
+        self.queued.extend(Queued(group, q.name, q.micro_step, q.place, q.vpp_stage) for q in sources)
+
+    def guard(self, source: str, error: Exception) -> None:
+        if source not in self.failed:
+            self.failed.add(source)
+            logger.warning(
+                "monitor: %s left out of the metrics after an error: %s: %s", source, type(error).__name__, error
+            )
+
+    def rows(self) -> tuple[MetricRow, ...]:
+        """The step's rows on the host (the one transfer of the step); the collector is empty afterwards."""
+        values = self.buffer.transfer()
+        rows = tuple(
+            MetricRow(
+                q.group, q.name, q.micro_step, finish(self.ops, self.reductions, values[q.place.index], q.place.numel),
+                q.place.shape, q.place.dtype, order, q.vpp_stage,
+            )
+            for order, q in enumerate(self.queued)
+        )
+        self.queued, self.keys = [], set()
+        return rows

@@ -1,0 +1,119 @@
+"""Writers of the monitor's metrics, one interface (:class:`MetricWriter`) for every format.
+
+- ``csv``: upstream TrainerMon's layout, so its tools read our files: one file per metric group and block
+  of ``step_count_per_record`` steps, ``{group}_{first}-{last}.csv``, with the columns
+  ``vpp_stage,name,step[,micro_step],<ops...>,shape,dtype`` (micro_step for activations only);
+- ``sqlite``: ``monitor.db``, one table ``metrics(metric, target, step, micro_step, rank, value)`` for trend
+  queries over a whole run;
+- ``tensorboard``: event files through the optional ``tensorboard`` package (:mod:`msprobe.core.monitor.tensorboard`).
+
+Each step is written when it ends: CSV rows appended and flushed, one committed SQLite transaction (WAL),
+so a crashed training process loses at most the step in progress. Neither is fsynced (an fsync per file
+per step cost more than computing the metrics, on a busy disk): what a step wrote is in the operating
+system's hands when the step ends, so only a machine that loses power can lose the last steps.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+from typing import Protocol, TextIO
+
+from msprobe.core.fileio import FILE_MODE
+from msprobe.core.monitor.records import MICRO_STEP_GROUPS, StepMetrics
+
+DB_FILE = "monitor.db"
+
+
+class MetricWriter(Protocol):
+    def write(self, metrics: StepMetrics) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(size) for size in shape) + "]"
+
+
+def _append_handle(path: str) -> TextIO:
+    """A file opened for appending, private to the user (0o640), never through a planted symlink."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+    return os.fdopen(os.open(path, flags, FILE_MODE), "a", newline="", encoding="utf-8")
+
+
+class CsvWriter:
+    def __init__(self, directory: Path, ndigits: int, steps_per_file: int) -> None:
+        self.directory, self.ndigits, self.steps_per_file = directory, ndigits, steps_per_file
+        self.open_files: dict[str, TextIO] = {}
+
+    def path(self, group: str, step: int) -> str:
+        first = step - step % self.steps_per_file
+        return os.path.join(self.directory, f"{group}_{first}-{first + self.steps_per_file - 1}.csv")
+
+    def write(self, metrics: StepMetrics) -> None:
+        by_group: dict[str, list] = defaultdict(list)
+        for row in metrics.rows:
+            micro = [row.micro_step] if row.group in MICRO_STEP_GROUPS else []
+            values = [round(value, self.ndigits) for value in row.values]
+            by_group[row.group].append(
+                [row.vpp_stage, row.name, metrics.step, *micro, *values, _shape_text(row.shape), row.dtype]
+            )
+        paths = {self.path(group, metrics.step) for group in by_group}
+        for stale in [path for path in self.open_files if path not in paths]:
+            self.open_files.pop(stale).close()  # its block of steps is over
+        for group, rows in by_group.items():
+            path = self.path(group, metrics.step)
+            handle = self.open_files.get(path)
+            if handle is None:
+                handle = self.open_files[path] = _append_handle(path)
+                if handle.tell() == 0:
+                    micro = ["micro_step"] if group in MICRO_STEP_GROUPS else []
+                    rows.insert(0, ["vpp_stage", "name", "step", *micro, *metrics.ops, "shape", "dtype"])
+            csv.writer(handle, lineterminator="\n").writerows(rows)
+            handle.flush()
+
+    def close(self) -> None:
+        for handle in self.open_files.values():
+            handle.close()
+        self.open_files = {}
+
+
+class SqliteWriter:
+    def __init__(self, directory: Path) -> None:
+        self.connection = sqlite3.connect(directory / DB_FILE)
+        self.connection.execute("PRAGMA journal_mode=WAL")  # a commit per step without an fsync per step
+        self.connection.execute("PRAGMA synchronous=NORMAL")
+        self.connection.execute(
+            "CREATE TABLE IF NOT EXISTS metrics (metric TEXT, target TEXT, step INTEGER, micro_step INTEGER,"
+            " rank INTEGER, value REAL)"
+        )
+        self.connection.commit()
+
+    def write(self, metrics: StepMetrics) -> None:
+        rows = [
+            (f"{row.group}.{op}", row.name, metrics.step, row.micro_step, metrics.rank, value)
+            for row in metrics.rows
+            for op, value in zip(metrics.ops, row.values)
+        ]
+        with self.connection:
+            self.connection.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def open_writers(formats: tuple[str, ...], directory: Path, ndigits: int, steps_per_file: int) -> list[MetricWriter]:
+    writers: list[MetricWriter] = []
+    for name in formats:
+        if name == "csv":
+            writers.append(CsvWriter(directory, ndigits, steps_per_file))
+        elif name == "sqlite":
+            writers.append(SqliteWriter(directory))
+        else:
+            from msprobe.core.monitor.tensorboard import TensorBoardWriter
+
+            writers.append(TensorBoardWriter(directory))
+    return writers

@@ -1,0 +1,170 @@
+"""``TrainerMon`` for MindSpore (PyNative): upstream's API on MindSpore's training loop.
+
+A MindSpore optimizer is a ``Cell`` called with the gradient tuple (``optimizer(grads)``), aligned with
+``optimizer.parameters``: a forward pre-hook on it reads the gradients the update is about to use
+(``grad_reduced``; ``grad_unreduced`` is the same numbers, no data-parallel reduce being seen here) and
+the parameters before the update; a forward hook, run when the update returned, reads Adam's moments
+(``moment1``/``moment2``, written as upstream's ``exp_avg``/``exp_avg_sq``) and the updated parameters,
+and ends the step: one host transfer, then the writers and alerts shared with PyTorch. Activations come
+from forward hooks on the watched cells. Activation gradients are not collected on MindSpore yet (a
+cell backward hook wraps the cell in an identity node, which changes what a dump and the user's graph
+see). Cell hooks run in PyNative mode only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+import mindspore as ms
+from mindspore import ops
+from msprobe.core.monitor.collector import Pending, StepCollector, labelled
+from msprobe.core.monitor.config import check_set_monitor_arguments
+from msprobe.core.monitor.records import (
+    ACTV,
+    EXP_AVG,
+    EXP_AVG_SQ,
+    GRAD_REDUCED,
+    GRAD_UNREDUCED,
+    PARAM_ORIGIN,
+    PARAM_UPDATED,
+    StepMetrics,
+)
+from msprobe.core.monitor.run import MonitorRun
+from msprobe.mindspore.rank import current_rank
+
+logger = logging.getLogger("msprobe")
+MOMENTS = ((EXP_AVG, "moment1"), (EXP_AVG_SQ, "moment2"))
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+
+
+def measurable(value: object) -> bool:
+    return isinstance(value, ms.Tensor) and value.dtype in _FLOATS and value.size > 0
+
+
+def _tensors(value: object) -> list:
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    return [item for item in items if measurable(item)]
+
+
+class StepBuffer:
+    """Reductions of a group of tensors stacked on the device; one ``asnumpy`` of all of them per step."""
+
+    def __init__(self, reductions: Sequence[str], eps: float) -> None:
+        self.reductions, self.eps = tuple(reductions), eps
+        self.blocks: list = []
+        self.count = 0
+
+    def _row(self, tensor) -> ms.Tensor:
+        value = tensor if tensor.dtype == ms.float64 else tensor.astype(ms.float32)
+        parts = {
+            "min": lambda: value.min(), "max": lambda: value.max(),
+            "norm": lambda: ops.sqrt((value * value).sum()), "sum": lambda: value.sum(),
+            "zeros": lambda: (ops.abs(value) < self.eps).astype(ms.float32).sum(),
+            "nans": lambda: ops.isnan(value).astype(ms.float32).sum(),
+        }
+        return ops.stack([parts[name]().astype(ms.float64) for name in self.reductions])
+
+    def add(self, tensors: Sequence) -> list[Pending]:
+        self.blocks.append(ops.stack([self._row(t) for t in tensors]))
+        places = [Pending(self.count + i, int(t.size), tuple(t.shape), str(t.dtype)) for i, t in enumerate(tensors)]
+        self.count += len(tensors)
+        return places
+
+    def transfer(self) -> np.ndarray:
+        blocks, self.blocks, self.count = self.blocks, [], 0
+        return ops.cat(blocks).asnumpy() if blocks else np.empty((0, len(self.reductions)))
+
+
+class TrainerMon:
+    def __init__(self, config_file_path, process_group=None, params_have_main_grad=True, opt_ty=None) -> None:
+        self.rank = current_rank() or 0
+        self.run = MonitorRun(config_file_path, self.rank)
+        self.process_group, self.opt_ty = process_group, opt_ty
+        self.step = 0
+        self.collector: StepCollector | None = None
+        self.handles: list = []
+        self.failed: set[str] = set()  # metric sources left out after an error, for the whole run
+        self.optimizer = None
+        self.cells: list = []
+
+    def set_monitor(self, model, optimizer, grad_acc_steps=1, tp_group=None, dp_group=None, start_iteration=0):
+        """``grad_acc_steps`` is checked and not used yet: activations are counted per step, not per micro-batch."""
+        check_set_monitor_arguments(grad_acc_steps, start_iteration)
+        self.step = start_iteration
+        self.optimizer = optimizer
+        targets = set(self.run.config.targets)
+        self.cells = [(name, cell) for name, cell in model.cells_and_names() if not targets or name in targets]
+        optimizer.register_forward_pre_hook(lambda cell, inputs: self._before_update(inputs[0]))
+        optimizer.register_forward_hook(lambda cell, inputs, outputs: self._after_update())
+        self._switch()
+
+    @property
+    def monitoring(self) -> bool:
+        return bool(self.handles)
+
+    def _switch(self) -> None:
+        config = self.run.config
+        if self.run.done():
+            for handle in self.handles:
+                handle.remove()
+            self.handles = []
+        elif not self.handles and config.xy_distribution and not config.backward_only:
+            self.handles = [cell.register_forward_hook(self._forward_hook(name)) for name, cell in self.cells]
+        buffer = StepBuffer(self.run.reductions, config.eps)
+        self.collector = StepCollector(config.ops, self.run.reductions, buffer, self.failed) if self.run.collects(
+            self.step) else None
+
+    def _forward_hook(self, name: str):
+        def hook(cell, inputs, outputs):
+            collector = self.collector
+            if collector is None or not cell.training or name in collector.failed:
+                return
+            try:
+                named = (labelled(name, "input", _tensors(inputs))
+                         + labelled(name, "output", _tensors(outputs)))
+                if named:
+                    collector.add(ACTV, named, 0)
+            except Exception as error:
+                collector.guard(name, error)
+
+        return hook
+
+    def _parameters(self, group: str, values) -> None:
+        names = [p.name for p in self.optimizer.parameters]
+        named = [(n, v) for n, v in zip(names, values) if measurable(v)]
+        if named and group not in self.collector.failed:
+            try:
+                self.collector.add(group, named, None)
+            except Exception as error:
+                self.collector.guard(group, error)
+
+    def _before_update(self, grads) -> None:
+        if self.collector is None:
+            return
+        config = self.run.config
+        if config.wg_distribution:
+            self._parameters(GRAD_REDUCED, grads)
+            self.collector.alias(GRAD_UNREDUCED, GRAD_REDUCED)
+        if config.param_distribution:
+            self._parameters(PARAM_ORIGIN, list(self.optimizer.parameters))  # reduced before the update runs
+
+    def _after_update(self) -> None:
+        try:
+            if self.collector is not None:
+                config = self.run.config
+                if config.mv_distribution:
+                    for group, attribute in MOMENTS:
+                        moments = getattr(self.optimizer, attribute, None)
+                        if moments is not None:
+                            self._parameters(group, list(moments))
+                if config.param_distribution:
+                    self._parameters(PARAM_UPDATED, list(self.optimizer.parameters))
+                self.run.write(StepMetrics(self.step, self.rank, config.ops, self.collector.rows()))
+        except Exception as error:
+            logger.warning("monitor: step %d not written: %s: %s", self.step, type(error).__name__, error)
+        self.step += 1
+        self.run.reload_if_changed()
+        self._switch()

@@ -1,0 +1,82 @@
+"""What TrainerMon collects during one step, and the hooks that feed it.
+
+Data flows one way: a hook hands tensors to the step's collector (:mod:`msprobe.core.monitor.collector`),
+which queues their reductions on the device (:class:`~msprobe.pytorch.monitor.stats.StepBuffer`) and
+remembers, in execution order, which row is which.
+
+Activations come from forward hooks; activation gradients from tensor hooks registered on those same
+inputs and outputs (not ``register_full_backward_hook``, which rewires the graph and breaks in-place ops
+after a hooked module). A forward run again by activation checkpointing during the backward pass is
+not measured a second time (its outputs only get gradient hooks: under reentrant checkpointing they are
+the ones the gradients flow through).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from msprobe.core.monitor.collector import StepCollector, labelled
+from msprobe.core.monitor.records import ACTV, ACTV_GRAD
+from msprobe.pytorch.monitor.stats import measurable
+
+in_backward = torch._C._current_graph_task_id  # -1 outside a backward pass
+
+
+def tensors_in(value: object) -> list[torch.Tensor]:
+    """The measurable tensors of a hook argument: a tensor, or those directly inside a tuple, list or dict."""
+    if isinstance(value, torch.Tensor):
+        items: Iterable = (value,)
+    elif isinstance(value, (tuple, list)):
+        items = value
+    elif isinstance(value, dict):
+        items = value.values()
+    else:
+        return []
+    return [item for item in items if measurable(item)]
+
+
+class ModuleWatch:
+    """Forward hooks on the watched modules: activations and, through tensor hooks, their gradients."""
+
+    def __init__(self, mon, collector_of, forward: bool, backward: bool) -> None:
+        self.mon, self.collector_of = mon, collector_of
+        self.forward, self.backward = forward, backward
+
+    def hook(self, name: str, vpp: int):
+        def forward_hook(module, args, kwargs, output):
+            collector = self.collector_of()
+            if collector is None or not module.training or name in collector.failed:
+                return
+            try:
+                self._observe(collector, name, vpp, tensors_in(args) + tensors_in(kwargs), tensors_in(output))
+            except Exception as error:  # the run goes on without this module's metrics
+                collector.guard(name, error)
+
+        return forward_hook
+
+    def _observe(self, collector: StepCollector, name: str, vpp: int, inputs: list, outputs: list) -> None:
+        micro = self.mon.micro_step
+        named = labelled(name, "input", inputs) + labelled(name, "output", outputs)
+        if self.forward and in_backward() == -1:
+            collector.add(ACTV, named, micro, vpp)
+        if torch.is_grad_enabled():  # forward_only still counts micro-batches by the gradients' arrival
+            for label, tensor in named:
+                if tensor.requires_grad:
+                    tensor.register_hook(self._grad_hook(label, micro, vpp))
+
+    def _grad_hook(self, label: str, micro: int, vpp: int):
+        def grad_hook(grad):
+            collector = self.collector_of()
+            if collector is None:
+                return
+            self.mon.note_backward()
+            if not self.backward or not measurable(grad):
+                return
+            try:
+                collector.add(ACTV_GRAD, [(label, grad)], micro, vpp)
+            except Exception as error:
+                collector.guard(label, error)
+
+        return grad_hook

@@ -1,0 +1,109 @@
+"""Metrics computed where the tensors live, batched, with one host transfer per step.
+
+:func:`group_reductions` turns a group of tensors (one hook's inputs and outputs, or every parameter's
+gradient) into one ``[n, reductions]`` float64 tensor on their device, using fused multi-tensor kernels
+where torch has them (``torch._foreach_norm``, ``torch._foreach_max``) and one-pass ones otherwise
+(``torch.aminmax``). :class:`StepBuffer` keeps those blocks until the step ends and brings them all to the
+host at once (one ``cat`` and one copy per device): no ``.item()`` and no sync per tensor.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from msprobe.core.monitor.collector import Pending
+
+_UPCAST = (torch.float16, torch.bfloat16)
+
+
+def measurable(value: object) -> bool:
+    """A floating tensor with values: integer ids and masks carry no training state, and empty tensors no value."""
+    return isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 0
+
+
+def _min_max(tensors: list[torch.Tensor], reductions: Sequence[str]) -> dict[str, torch.Tensor]:
+    if "min" in reductions and "max" in reductions:
+        pairs = [torch.aminmax(t) for t in tensors]
+        return {"min": torch.stack([p.min for p in pairs]), "max": torch.stack([p.max for p in pairs])}
+    if "max" in reductions:
+        return {"max": torch.stack(torch._foreach_max(tensors))}
+    if "min" in reductions:
+        return {"min": torch.stack([t.min() for t in tensors])}
+    return {}
+
+
+def _nan_counts(values: list[torch.Tensor], norms: torch.Tensor | None) -> torch.Tensor:
+    """How many NaNs each tensor holds. On the CPU, where reading a value back is no device sync, only the
+    tensors whose norm is NaN are counted (a NaN anywhere makes the norm NaN; no NaN, no count to make):
+    the count is the dearest of the reductions, and almost always zero."""
+    if norms is None or norms.device.type != "cpu":
+        return torch.stack([torch.count_nonzero(torch.isnan(t)) for t in values])
+    flagged = torch.isnan(norms).tolist()
+    zero = torch.zeros((), dtype=torch.int64)
+    return torch.stack([torch.count_nonzero(torch.isnan(t)) if nan else zero for t, nan in zip(values, flagged)])
+
+
+@torch.no_grad()
+def group_reductions(tensors: Sequence[torch.Tensor], reductions: Sequence[str], eps: float) -> torch.Tensor:
+    """``[len(tensors), len(reductions)]`` float64: each tensor's reductions (see msprobe.core.monitor.ops)."""
+    values = [t.detach() for t in tensors]
+    values = [t.float() if t.dtype in _UPCAST else t for t in values]
+    columns = _min_max(values, reductions)
+    if "norm" in reductions:
+        columns["norm"] = torch.stack(torch._foreach_norm(values))
+    if "sum" in reductions:
+        columns["sum"] = torch.stack([t.sum() for t in values])
+    if "zeros" in reductions:
+        columns["zeros"] = torch.stack([torch.count_nonzero(t.abs() < eps) for t in values])
+    if "nans" in reductions:
+        columns["nans"] = _nan_counts(values, columns.get("norm"))
+    return torch.stack([columns[name].to(torch.float64) for name in reductions], dim=1)
+
+
+class StepBuffer:
+    """The step's device blocks, and a memo so a tensor seen twice (one module's output is the next one's
+    input) is reduced once. The memo holds weak references: it never keeps an activation alive."""
+
+    def __init__(self, reductions: Sequence[str], eps: float) -> None:
+        self.reductions, self.eps = tuple(reductions), eps
+        self.blocks: list[torch.Tensor] = []
+        self.count = 0
+        self.seen: dict[int, tuple[weakref.ref, int, Pending]] = {}
+
+    def add(self, tensors: Sequence[torch.Tensor]) -> list[Pending]:
+        """Queue ``tensors`` (all measurable) for reduction; their places in the transfer, in order. When the
+        reduction raises, nothing is queued: the rows already queued keep their places."""
+        fresh: dict[int, tuple[torch.Tensor, Pending]] = {}
+        places: list[Pending] = []
+        for tensor in tensors:
+            place = self._known(tensor) or (fresh[id(tensor)][1] if id(tensor) in fresh else None)
+            if place is None:
+                place = Pending(self.count + len(fresh), tensor.numel(), tuple(tensor.shape), str(tensor.dtype))
+                fresh[id(tensor)] = (tensor, place)
+            places.append(place)
+        if fresh:
+            self.blocks.append(group_reductions([t for t, _ in fresh.values()], self.reductions, self.eps))
+            self.count += len(fresh)
+            for tensor, place in fresh.values():
+                self.seen[id(tensor)] = (weakref.ref(tensor), tensor._version, place)
+        return places
+
+    def _known(self, tensor: torch.Tensor) -> Pending | None:
+        entry = self.seen.get(id(tensor))
+        if entry is None or entry[0]() is not tensor or entry[1] != tensor._version:
+            return None
+        return entry[2]
+
+    def transfer(self) -> np.ndarray:
+        """Every queued row on the host, ``[count, reductions]``: one copy per device, then the buffer is empty."""
+        blocks = self.blocks
+        self.blocks, self.count, self.seen = [], 0, {}
+        if not blocks:
+            return np.empty((0, len(self.reductions)))
+        if len({block.device for block in blocks}) == 1:
+            return torch.cat(blocks).cpu().numpy()
+        return torch.cat([block.cpu() for block in blocks]).numpy()  # rows keep queue order across devices

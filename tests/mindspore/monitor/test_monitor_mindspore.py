@@ -1,0 +1,71 @@
+"""TrainerMon on MindSpore (PyNative, CPU): activations, weight gradients, Adam moments and parameters equal
+float64 numpy on the same tensors, and training is bit for bit the same with the monitor on."""
+
+from __future__ import annotations
+
+import json
+
+import mindspore as ms
+import numpy as np
+from mindspore import nn
+from monitor_reference import assert_close_to_reference, only_run_dir, read_rows
+
+CONFIG = {"xy_distribution": True, "wg_distribution": True, "mv_distribution": True, "param_distribution": True,
+          "ops": ["min", "max", "norm", "mean", "zeros", "nans"], "format": "csv"}
+
+
+def _net():
+    ms.set_seed(0)
+    net = nn.SequentialCell(nn.Dense(6, 16), nn.ReLU(), nn.Dense(16, 3))
+    net.set_train()
+    return net
+
+
+def _train(net, steps: int, config_path=None, capture=None):
+    from msprobe.mindspore import TrainerMon
+
+    optimizer = nn.Adam(net.trainable_params(), learning_rate=1e-2)
+    if config_path is not None:
+        TrainerMon(str(config_path)).set_monitor(net, optimizer)
+    loss_fn = nn.MSELoss()
+    grad_fn = ms.value_and_grad(lambda x, y: loss_fn(net(x), y), None, optimizer.parameters)
+    rng = np.random.default_rng(0)
+    losses = []
+    for step in range(steps):
+        x, y = (ms.Tensor(rng.standard_normal(shape).astype(np.float32)) for shape in ((4, 6), (4, 3)))
+        loss, grads = grad_fn(x, y)
+        optimizer(grads)
+        losses.append(loss.asnumpy().tobytes())
+        if capture is not None:
+            # copies: asnumpy() of a parameter shares its memory, which the next update overwrites
+            capture[step] = {"grads": {p.name: g.asnumpy().copy() for p, g in zip(optimizer.parameters, grads)},
+                             "exp_avg": {p.name: m.asnumpy().copy()
+                                         for p, m in zip(optimizer.parameters, optimizer.moment1)},
+                             "param": {p.name: p.asnumpy().copy() for p in optimizer.parameters}}
+    return losses, [p.asnumpy().tobytes() for p in net.trainable_params()]
+
+
+def test_mindspore_metrics_equal_float64_numpy_and_training_is_unchanged(tmp_path, monkeypatch):
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps(CONFIG))
+    bare = _train(_net(), 3)
+    net, captured, activations = _net(), {}, {}
+
+    def keep(cell, inputs, output):  # returns None: the output stays the cell's
+        activations[len(activations)] = (inputs[0].asnumpy().copy(), output.asnumpy().copy())
+
+    net[2].register_forward_hook(keep)
+    watched = _train(net, 3, config, captured)
+    assert watched == bare
+    run = only_run_dir(tmp_path / "out")
+    for group, key in (("grad_reduced", "grads"), ("grad_unreduced", "grads"), ("exp_avg", "exp_avg"),
+                       ("param_updated", "param")):
+        rows = read_rows(run, group)
+        assert len(rows) == 3 * 4, group
+        for row in rows:
+            assert_close_to_reference(row, captured[int(row["step"])][key][row["name"]])
+    rows = {(int(r["step"]), r["name"]): r for r in read_rows(run, "actv")}
+    for step, (inputs, output) in activations.items():
+        assert_close_to_reference(rows[(step, "2.input")], inputs)
+        assert_close_to_reference(rows[(step, "2.output")], output)

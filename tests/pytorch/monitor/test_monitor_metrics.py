@@ -1,0 +1,135 @@
+"""TrainerMon on a real transformers model: every metric equals float64 numpy on the same tensors, the
+run's numbers are bit for bit those of the run without it, and the files have upstream's layout."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+import torch
+from monitor_models import batches, llama, params_bytes, train, write_config
+from monitor_reference import assert_close_to_reference, only_run_dir, read_rows
+
+EVERYTHING = dict(xy_distribution=True, wg_distribution=True, mv_distribution=True, param_distribution=True,
+                  ops=["min", "max", "norm", "zeros", "nans", "mean"], format=["csv", "sqlite"])
+
+
+class Capture:
+    """The test's own copies of the tensors the monitor should have measured, keyed as its rows name them."""
+
+    def __init__(self, model, optimizer) -> None:
+        self.actv, self.actv_grad, self.grads, self.exp_avg, self.exp_avg_sq = {}, {}, {}, {}, {}
+        for name, module in model.named_modules():
+            if isinstance(module, torch.nn.Linear):
+                module.register_forward_hook(self._forward(name))
+        self.names = {p: n for n, p in model.named_parameters()}
+        optimizer.register_step_pre_hook(self._before_step)
+        optimizer.register_step_post_hook(self._after_step)
+        self.step = 0
+
+    def _forward(self, name):
+        def hook(module, args, output):
+            self.actv[(self.step, f"{name}.input")] = args[0].detach().clone()
+            self.actv[(self.step, f"{name}.output")] = output.detach().clone()
+            output.register_hook(lambda g: self.actv_grad.__setitem__((self.step, f"{name}.output"), g.clone()))
+        return hook
+
+    def _before_step(self, optimizer, *_):
+        for p, n in self.names.items():
+            self.grads[(self.step, n)] = p.grad.clone()
+
+    def _after_step(self, optimizer, *_):
+        for p, n in self.names.items():
+            self.exp_avg[(self.step, n)] = optimizer.state[p]["exp_avg"].clone()
+            self.exp_avg_sq[(self.step, n)] = optimizer.state[p]["exp_avg_sq"].clone()
+        self.step += 1
+
+
+def _check(rows: list[dict], captured: dict) -> int:
+    checked = 0
+    for row in rows:
+        key = (int(row["step"]), row["name"])
+        if key in captured:
+            assert_close_to_reference(row, captured[key].double().numpy())
+            checked += 1
+    return checked
+
+
+def test_metrics_equal_float64_numpy(tmp_path, monkeypatch):
+    from msprobe.pytorch import TrainerMon
+
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
+    model = llama()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    mon = TrainerMon(str(write_config(tmp_path / "c.json", **EVERYTHING)), params_have_main_grad=False)
+    mon.set_monitor(model, optimizer)
+    capture = Capture(model, optimizer)
+    for (ids,) in batches(2):
+        model(input_ids=ids, labels=ids).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    run = only_run_dir(tmp_path / "out")
+    linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    assert _check(read_rows(run, "actv"), capture.actv) == 2 * 2 * linears
+    assert _check(read_rows(run, "actv_grad"), capture.actv_grad) == 2 * linears
+    params = len(capture.names)
+    for group, captured in (("grad_reduced", capture.grads), ("grad_unreduced", capture.grads),
+                            ("exp_avg", capture.exp_avg), ("exp_avg_sq", capture.exp_avg_sq)):
+        assert _check(read_rows(run, group), captured) == 2 * params, group
+    # the trend database holds the same values as the CSV, unrounded
+    db = sqlite3.connect(run / "monitor.db")
+    (norm,) = db.execute("SELECT value FROM metrics WHERE metric='grad_reduced.norm' AND step=1 AND "
+                         "target='lm_head.weight'").fetchone()
+    assert norm == pytest.approx(np.linalg.norm(capture.grads[(1, "lm_head.weight")].double().numpy()), rel=1e-6)
+    assert db.execute("SELECT DISTINCT rank FROM metrics").fetchall() == [(0,)]
+
+
+def test_training_is_bit_identical_with_the_monitor_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
+    bare_model, watched_model = llama(), llama()
+    bare, _ = train(bare_model, 3)
+    watched, mon = train(watched_model, 3, write_config(tmp_path / "c.json", **EVERYTHING))
+    assert [loss.item() for loss in watched] == [loss.item() for loss in bare]
+    assert params_bytes(watched_model) == params_bytes(bare_model)
+    assert len(read_rows(only_run_dir(tmp_path / "out"), "actv")) > 0
+
+
+UPSTREAM_HEADERS = {  # upstream 26.2.0's columns, read from its files on a tiny model
+    "actv": ["vpp_stage", "name", "step", "micro_step", "min", "max", "norm", "zeros", "nans", "mean", "shape",
+             "dtype"],
+    "grad_reduced": ["vpp_stage", "name", "step", "min", "max", "norm", "zeros", "nans", "mean", "shape", "dtype"],
+}
+
+
+def test_csv_files_have_upstream_layout(tmp_path, monkeypatch):
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
+    config = {**EVERYTHING, "format": "csv", "step_count_per_record": 1}  # upstream's default: a file per step
+    train(llama(layers=1), 2, write_config(tmp_path / "c.json", **config))
+    run = only_run_dir(tmp_path / "out")
+    assert run.name.split("-")[-2] == "rank0"
+    names = sorted(p.name for p in run.iterdir())
+    groups = ("actv", "actv_grad", "exp_avg", "exp_avg_sq", "grad_reduced", "grad_unreduced", "param_origin",
+              "param_updated")
+    assert names == sorted(f"{g}_{s}-{s}.csv" for g in groups for s in (0, 1))
+    for group, header in UPSTREAM_HEADERS.items():
+        assert (run / f"{group}_1-1.csv").read_text().splitlines()[0] == ",".join(header)
+    shapes = {row["name"]: row["shape"] for row in read_rows(run, "grad_reduced")}
+    assert shapes["lm_head.weight"] == "[96, 32]"
+
+
+def test_tensorboard_reads_the_event_files(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard", reason="the optional extra msprobe-pytorch[monitor-tb] is not installed")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
+    config = {**EVERYTHING, "format": ["tensorboard", "csv"]}
+    train(llama(layers=1), 3, write_config(tmp_path / "c.json", **config))
+    run = only_run_dir(tmp_path / "out")
+    events = EventAccumulator(str(run))
+    events.Reload()
+    scalars = events.Scalars("grad_reduced_norm/lm_head.weight")
+    csv_norms = [row["norm"] for row in read_rows(run, "grad_reduced") if row["name"] == "lm_head.weight"]
+    assert [s.step for s in scalars] == [0, 1, 2]
+    assert [s.value for s in scalars] == pytest.approx(csv_norms, rel=1e-5)
+    assert "actv_max/model.norm.output:0" in events.Tags()["scalars"]
