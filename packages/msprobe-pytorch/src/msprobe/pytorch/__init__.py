@@ -17,9 +17,9 @@ _PUBLIC = {
     "GradComparator": "msprobe.core.grad_probe",
     "PrecisionDebugger": "msprobe.pytorch.debugger",
     "TrainerMon": "msprobe.pytorch.monitor",
-    "module_dump": "msprobe.pytorch.module_dump",
-    "module_dump_end": "msprobe.pytorch.module_dump",
-    "seed_all": "msprobe.pytorch.seed",
+    "module_dump": "msprobe.pytorch.training.module_dump",
+    "module_dump_end": "msprobe.pytorch.training.module_dump",
+    "seed_all": "msprobe.pytorch.training.seed",
 }
 __all__ = [
     "ConfigChecker",

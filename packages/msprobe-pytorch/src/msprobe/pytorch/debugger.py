@@ -10,9 +10,9 @@ import torch
 from msprobe.core.config import DebuggerConfig, warn_unknown_ranks
 from msprobe.core.lifecycle.debugger import BaseDebugger
 from msprobe.core.services.handles import Handle
-from msprobe.pytorch.dataloader import install_dataloader_steps
 from msprobe.pytorch.kit import TorchKit
 from msprobe.pytorch.rank import current_rank
+from msprobe.pytorch.training.dataloader import install_dataloader_steps
 
 
 class PrecisionDebugger(BaseDebugger):

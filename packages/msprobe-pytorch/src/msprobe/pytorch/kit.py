@@ -10,11 +10,11 @@ from msprobe.core.config.frameworks import PYTORCH
 from msprobe.core.contract import PartsKit, Runner
 from msprobe.core.services.handles import HandleGroup
 from msprobe.pytorch.adapter import TorchTensorAdapter
-from msprobe.pytorch.dropout import zero_dropout
 from msprobe.pytorch.grad_probe import GradMonitor
 from msprobe.pytorch.hooks import Interceptor
 from msprobe.pytorch.rank import current_rank
 from msprobe.pytorch.tasks.free_benchmark import TorchBenchmarkOps
+from msprobe.pytorch.training.dropout import zero_dropout
 
 
 class TorchKit(PartsKit):

@@ -19,9 +19,9 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from msprobe.core.fileio import atomic_write_text
 from msprobe.core.monitor.config import AlertRule
 from msprobe.core.monitor.records import MetricRow, StepMetrics
+from msprobe.core.services.fileio import atomic_write_text
 
 logger = logging.getLogger("msprobe")
 ANOMALIES_FILE = "anomalies.json"

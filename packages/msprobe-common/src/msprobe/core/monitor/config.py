@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from msprobe.core.config.errors import ConfigError, Problem
 from msprobe.core.config.fields import FieldReader, is_int
-from msprobe.core.jsonfile import JsonFileError, load_json_file
 from msprobe.core.monitor.ops import OPS, WRITTEN_ALWAYS
+from msprobe.core.services.jsonfile import JsonFileError, load_json_file
 
 FORMATS = ("csv", "sqlite", "tensorboard")
 RULES = ("AnomalyTurbulence", "AnomalyNan")

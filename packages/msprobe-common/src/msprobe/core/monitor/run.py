@@ -20,12 +20,12 @@ from datetime import datetime
 from pathlib import Path
 
 from msprobe.core.config.errors import ConfigError, Problem
-from msprobe.core.fileio import make_dir
 from msprobe.core.monitor.alerts import Alert, AlertTracker
 from msprobe.core.monitor.config import MonitorConfig, load_monitor_config
 from msprobe.core.monitor.ops import reductions_for
 from msprobe.core.monitor.records import StepMetrics
 from msprobe.core.monitor.writers import MetricWriter, open_writers
+from msprobe.core.services.fileio import make_dir
 
 logger = logging.getLogger("msprobe")
 OUTPUT_ENV, DEFAULT_OUTPUT = "MONITOR_OUTPUT_DIR", "./monitor_output"

@@ -14,9 +14,9 @@ import os
 import re
 from pathlib import Path
 
-from msprobe.core.fileio import atomic_write_text
 from msprobe.core.monitor.alerts import ANOMALIES_FILE
 from msprobe.core.monitor.records import MICRO_STEP_GROUPS
+from msprobe.core.services.fileio import atomic_write_text
 
 _FILE = re.compile(r"(?P<group>[a-z_]+)_(?P<first>\d+)-(?P<last>\d+)\.csv")
 _RANK = re.compile(r"-rank(\d+)-")

@@ -22,8 +22,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from msprobe.core.fileio import FILE_MODE
 from msprobe.core.monitor.records import MICRO_STEP_GROUPS, StepMetrics
+from msprobe.core.services.fileio import FILE_MODE
 
 DB_FILE = "monitor.db"
 
