@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from msprobe.core.compare.judge.verdict import RED, YELLOW
+from msprobe.core.compare.judge import RED, YELLOW
 from msprobe.core.compare.report.xlsx import write_xlsx
 from msprobe.core.services.fileio import atomic_write_text, make_dir
 
