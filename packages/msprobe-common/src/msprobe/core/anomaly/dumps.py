@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.compare.read import CompareError, read_dump
-from msprobe.core.services.jsonfile import load_json_file
+from msprobe.core.compare.read import CompareError, load_json_file, read_dump
 
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 _PROCESS_DIR = re.compile(r"^(?:rank(\d*)|proc(\d+))$")
