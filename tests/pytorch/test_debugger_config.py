@@ -45,7 +45,7 @@ def test_a_fresh_program_sees_every_task(tmp_path):
     assert result.returncode == 0, result.stderr
     allowed = ", ".join(repr(name) for name in task_names())
     assert f"task (argument): got 'statistic'; allowed: one of {allowed}" in result.stdout
-    assert len(task_names()) == 6
+    assert len(task_names()) == 7
 
 
 def test_constructor_arguments_are_validated_too(tmp_path):

@@ -235,7 +235,7 @@ def test_enable_dataloader_drives_the_steps_and_is_deprecated(tmp_path, msprobe_
 
 
 def test_module_dump_as_a_with_block(tmp_path):
-    from msprobe.pytorch.training import module_dump
+    from msprobe.pytorch import module_dump
     block = nn.Sequential(nn.Linear(8, 4), nn.ReLU())
     debugger = PrecisionDebugger(dump_path=str(tmp_path / "dump"), task="statistics", level="L1")
     debugger.start()

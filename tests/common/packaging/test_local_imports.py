@@ -45,6 +45,14 @@ LOCAL: dict[tuple[str, str], str] = {
         "the catalog walks every MindSpore API namespace: read at the first replay",
     ("mindspore/run_ut/replay.py", "msprobe.mindspore.run_ut.torch_bench"):
         "torch is the optional extra msprobe-mindspore[run_ut]: imported only when the bench is PyTorch",
+    ("core/cli.py", "msprobe.core.anomaly.command"): "anomaly origin loads when its command runs",
+    ("core/cli.py", "msprobe.core.monitor.view"): "the monitor's view page loads when `msprobe monitor view` runs",
+    ("core/monitor/writers.py", "msprobe.core.monitor.tensorboard"):
+        "tensorboard is the optional extra monitor-tb: imported only when \"format\" asks for it",
+    ("pytorch/cli.py", "msprobe.pytorch.config_check"): COMMAND + " (config_check imports torch)",
+    ("mindspore/cli.py", "msprobe.mindspore.config_check"): COMMAND + " (config_check imports mindspore)",
+    ("pytorch/monitor/trainer_mon.py", "msprobe.pytorch.debugger"):
+        "alert.dump arms the debugger only when an alert fires: a monitor without it never loads the dump wing",
 }
 
 

@@ -163,3 +163,24 @@ def test_dump_command_packs_scripts_flags_and_refuses_bad_output(tmp_path, capsy
     assert sections["hyperparameters"] == {"bf16": "true", "weight_decay": "0.1", "learning_rate": "3e-4"}
     assert main(["-f", "pytorch", "config_check", "-d", str(script), "-o", str(tmp_path / "p.txt")]) == 2
     assert "output_zip_path" in capsys.readouterr().err
+
+
+def test_a_dump_after_the_checker_still_names_the_random_apis_it_tracks(tmp_path):
+    """The checker wraps torch.rand & co. for the rest of the process; a dump started afterwards (its API
+    table built while they are wrapped) still records them under their own names."""
+    code = f"""
+import json, pathlib, torch
+from msprobe.pytorch import ConfigChecker, PrecisionDebugger
+model = torch.nn.Linear(4, 4)
+ConfigChecker(model=model, output_zip_path={str(tmp_path / 'pack.zip')!r}, data_steps=1)
+debugger = PrecisionDebugger(task="statistics", level="L1", dump_path={str(tmp_path / 'dump')!r}, step=[0])
+debugger.start()
+model(torch.rand(2, 4) + torch.randn(2, 4))
+debugger.stop()
+debugger.step()
+names = json.loads(next(pathlib.Path({str(tmp_path / 'dump')!r}).rglob('dump.json')).read_text())["data"]
+print(sorted(n for n in names if n.startswith("Torch.rand")))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split("\n")[-2] == "['Torch.rand.0.forward', 'Torch.randn.0.forward']"

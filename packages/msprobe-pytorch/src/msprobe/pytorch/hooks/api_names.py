@@ -76,10 +76,16 @@ def _public_callables(namespace: Any, keep_dunders: bool = False):
 
 
 def _add(table: dict, prefix: str, api: str, obj: Any) -> None:
-    try:
-        table[obj] = (prefix, api)
-    except TypeError:  # an unhashable callable cannot reach us as a dict key anyway
-        pass
+    """``obj`` and, when another tool wrapped it with ``functools.wraps`` before the table was built (config
+    check's random-call tracking, a profiler), the function it wraps: ``__torch_function__`` sees the
+    wrapped one when the wrapper calls it."""
+    for each in (obj, getattr(obj, "__wrapped__", None)):
+        if each is None:
+            continue
+        try:
+            table[each] = (prefix, api)
+        except TypeError:  # an unhashable callable cannot reach us as a dict key anyway
+            pass
 
 
 def build_api_table() -> dict[Any, tuple[str, str]]:
