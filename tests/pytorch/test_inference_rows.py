@@ -6,8 +6,12 @@ of a run without msprobe, whose logits and generated tokens are bit for bit the 
 from __future__ import annotations
 
 import logging
+import os
 import re
+import subprocess
+import sys
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -162,3 +166,14 @@ def test_malformed_scheduled_tokens_raise_one_line_at_start(tmp_path):
     with pytest.raises(ValueError, match=r"^scheduled_tokens: got \{'r1': 0\}; allowed: a dict"):
         debugger.start(scheduled_tokens={"r1": 0})
     debugger.finish()
+
+
+def test_the_example_of_docs_pytorch_inference_runs_as_written(tmp_path):
+    page = Path(__file__).resolve().parents[2] / "docs" / "pytorch" / "inference.md"
+    code = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)[0]
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(p.parent.parent.name for p in tmp_path.rglob("dump.json")) == ["step0", "step1"]
+    shapes = [record["shape"] for record in tensor_records(step_data(tmp_path / "dump", 1))]
+    assert [1, 1, 32] in shapes and not any(shape[:1] == [2] for shape in shapes)
