@@ -18,7 +18,7 @@ import pytest
 import torch
 from dump_json import step_data, tensor_records, write_config
 from stats_reference import close, reference
-from zoo import ZOO
+from zoo import ZOO, train
 
 from msprobe.pytorch import PrecisionDebugger
 
@@ -177,3 +177,16 @@ def test_the_example_of_docs_pytorch_inference_runs_as_written(tmp_path):
     assert sorted(p.parent.parent.name for p in tmp_path.rglob("dump.json")) == ["step0", "step1"]
     shapes = [record["shape"] for record in tensor_records(step_data(tmp_path / "dump", 1))]
     assert [1, 1, 32] in shapes and not any(shape[:1] == [2] for shape in shapes)
+
+
+def test_a_slice_while_training_keeps_losses_and_gradients_bit_for_bit(tmp_path):
+    """The cut views of tensors that require grad are made outside autograd: training is untouched, and
+    the backward entries hold the kept rows of the gradients (the zoo's batch: 2 sequences of 12)."""
+    section = {"slice": [{"dim": 1, "begin": 3, "end": 6, "size": 12}]}
+    debugger = PrecisionDebugger(config_path=str(write_config(tmp_path, "train", "statistics", "mix", section)))
+    expected, observed = train(GPT2), train(GPT2, debugger)
+    assert all((a is None and b is None) or torch.equal(a, b)
+               for run_a, run_b in zip(expected, observed) for a, b in zip(run_a, run_b))
+    data = step_data(tmp_path / "train", 1)
+    backward = [r["shape"] for n, e in data.items() if n.endswith("backward") for r in tensor_records(e)]
+    assert [2, 3, 32] in backward and not any(len(s) > 1 and s[1] == 12 for s in backward)
