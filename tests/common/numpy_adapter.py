@@ -63,6 +63,10 @@ class NumpyTensorAdapter:
     def capture(self, tensor: np.ndarray, remember: bool = False) -> tuple[TensorRecord, StatsHandle]:
         return self.describe(tensor), self.stats(tensor)
 
+    def select_rows(self, tensor: np.ndarray, rows: Any) -> np.ndarray:
+        index = rows.index(tensor.shape)
+        return tensor if index is None else tensor[index]
+
     def forget(self) -> None:
         pass  # nothing is kept for reuse
 

@@ -15,6 +15,7 @@ from stats_reference import reference_xor
 from msprobe.core.contract import NOT_HANDLED
 from msprobe.core.dump.tensor_writer import TensorWriter
 from msprobe.core.dump.xor_checksum import resolve_checksums
+from msprobe.core.lifecycle.rows import RowSelection, RowSlice
 
 RNG = np.random.default_rng(7)
 
@@ -234,3 +235,23 @@ def test_is_tensor_and_encode_other(side):
     for value, want in side.ENCODED:
         assert adapter.encode_other(value) == want
     assert adapter.encode_other(object()) is NOT_HANDLED
+
+
+def test_select_rows_is_a_view_of_the_kept_rows_and_leaves_other_shapes_whole(side):
+    """``slice`` / ``request_id`` (docs/pytorch/inference.md): the record, statistics and checksum of the
+    selected rows are those of the same rows in numpy; a tensor no slice fits is handed back itself."""
+    rows = RowSelection((RowSlice(dim=1, begin=-5, end=None, size=33),), request_id="b")
+    rows.schedule({"a": 10, "b": 4, "c": 50})  # b: rows 10..13 of 64
+    adapter = side.adapter()
+    tensor = side.tensor(*STATS_CASES["float32"])
+    view = adapter.select_rows(tensor, rows)
+    kept = side.host(tensor)[10:14, -5:]
+    record, stats = adapter.capture(view)
+    (got,) = adapter.fetch([stats])
+    assert record.shape == (4, 5) and np.array_equal(side.host(view), kept)
+    assert_stats(got, kept, "float32")
+    assert adapter.checksum(view) == f"{zlib.crc32(np.ascontiguousarray(kept).tobytes()):08x}"
+    other = side.tensor(RNG.standard_normal((63, 33)), "float32")  # dim 0 is not the batch's 64 rows
+    assert adapter.select_rows(other, rows).shape[0] == 63
+    small = side.tensor(RNG.standard_normal(5), "float32")
+    assert adapter.select_rows(small, rows) is small  # nothing fits: the tensor itself

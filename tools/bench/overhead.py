@@ -30,6 +30,9 @@ MODES = {
     "statistics L1": dict(task="statistics", level="L1"),
     "statistics mix": dict(task="statistics", level="mix"),
     "md5 L1": dict(task="statistics", level="L1", summary_mode="md5"),
+    # one sequence's rows of the batch (docs/pytorch/inference.md): less to reduce, one view per tensor more
+    "statistics L1, slice of 1 row": dict(task="statistics", level="L1",
+                                          slice=[{"dim": 0, "begin": 0, "end": 1, "size": 16}]),
     "tensor L1": dict(task="tensor", level="L1"),
     "overflow_check L1": dict(task="overflow_check", level="L1"),
     "free_benchmark add_noise (check)": dict(task="free_benchmark", level="L1", pert_mode="add_noise"),

@@ -103,6 +103,8 @@ def test_no_file_gives_builtin_defaults():
         "scope": (),
         "api_list": (),
         "data_mode": ("all",),
+        "slices": (),
+        "request_id": None,
         "summary_mode": "statistics",
         "tensor_list": (),
     }
@@ -110,11 +112,15 @@ def test_no_file_gives_builtin_defaults():
 
 # The 1.1.1 defaults (docs and its config.json), written out here independently of the model.
 SECTION_DEFAULTS = {
-    "statistics": {"scope": (), "api_list": (), "data_mode": ("all",), "summary_mode": "statistics", "tensor_list": ()},
+    # slice and request_id: msprobe 26.2.0's keys (docs/pytorch/inference.md)
+    "statistics": {"scope": (), "api_list": (), "data_mode": ("all",), "slices": (), "request_id": None,
+                   "summary_mode": "statistics", "tensor_list": ()},
     "tensor": {
         "scope": (),
         "api_list": (),
         "data_mode": ("all",),
+        "slices": (),
+        "request_id": None,
         "file_format": "npy",
         "online_run_ut": False,
         "nfs_path": None,

@@ -257,6 +257,11 @@ class TensorAdapter(Protocol):
         handle is the :class:`~msprobe.core.contract.TensorStats` themselves when they are known at
         once, else a pending handle whose ``stats`` is ``None`` until :meth:`fetch` resolves it."""
 
+    def select_rows(self, tensor: Any, rows: Any) -> Any:
+        """The elements of ``tensor`` that ``rows`` (a :class:`~msprobe.core.lifecycle.rows.RowSelection`)
+        selects for its shape, as a view made on the tensor's device (no host sync, nothing the user's run
+        sees); ``tensor`` itself when no slice fits it."""
+
     def capture(self, tensor: Any, remember: bool = False) -> tuple[TensorRecord, Any]:
         """``(describe(tensor), stats(tensor))``: what the encoder asks for every tensor it keeps.
         ``remember``: the tensor is one a recorded call produced (an output); an adapter may keep what it
@@ -322,7 +327,9 @@ class Runner(Protocol):
 
     finished: bool
 
-    def start(self, model: Any = None) -> None: ...
+    def start(self, model: Any = None, scheduled_tokens: Any = None) -> None:
+        """Collection on for this step; ``scheduled_tokens`` (a serving batch's rows per request) matters to
+        a dump with ``request_id`` only."""
 
     def stop(self) -> None: ...
 
@@ -378,7 +385,7 @@ class IdleRunner:
         self.finished = False
         self._on_finish = on_finish
 
-    def start(self, model: Any = None) -> None:
+    def start(self, model: Any = None, scheduled_tokens: Any = None) -> None:
         pass
 
     def stop(self) -> None:

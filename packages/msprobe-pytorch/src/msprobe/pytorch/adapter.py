@@ -178,6 +178,19 @@ class TorchTensorAdapter(StatsAdapterBase):
         record.dtensor = layout
         return record
 
+    def select_rows(self, tensor: torch.Tensor, rows: Any) -> torch.Tensor:
+        """The rows ``rows`` selects (``slice`` / ``request_id``) as a view on the tensor's device: basic
+        indexing, no copy, no sync, outside the user's modes and unseen by autograd (the view of a tensor
+        that requires grad says so, as its record must). A DTensor's local shard is what is selected."""
+        with _Exact(tensor):
+            local = _readable(tensor)
+            index = rows.index(tuple(local.shape))
+            if index is None:
+                return tensor
+            with torch.no_grad():
+                view = local.detach()[index]
+            return view.requires_grad_() if tensor.requires_grad else view
+
     def capture(self, tensor: torch.Tensor, remember: bool = False
                 ) -> tuple[TensorRecord, StatsHandle | HostCopy | TensorStats]:
         """:meth:`describe` and :meth:`stats` at once: one guard for both (this runs for every tensor of

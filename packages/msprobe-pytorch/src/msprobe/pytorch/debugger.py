@@ -27,11 +27,11 @@ class PrecisionDebugger(BaseDebugger):
         self._ranks_checked = False
         self._dataloader_steps = install_dataloader_steps(self) if config.enable_dataloader else Handle()
 
-    def start(self, model: Any = None) -> None:
+    def start(self, model: Any = None, *, scheduled_tokens: Any = None) -> None:
         if not self._ranks_checked and current_rank() is not None:
             warn_unknown_ranks(self.config, torch.distributed.get_world_size())
             self._ranks_checked = True
-        super().start(model)
+        super().start(model, scheduled_tokens=scheduled_tokens)
 
     def _finished(self) -> None:
         self._dataloader_steps.remove()

@@ -22,8 +22,12 @@ RETIRED_SECTION_KEYS = {"tensor": ("backward_input",)}
 
 
 def json_keys(section_class: type) -> tuple[str, ...]:
-    """The JSON keys of a section, in declaration order (attribute ``api_list`` is JSON ``list``)."""
-    return tuple("list" if field.name == "api_list" else field.name for field in fields(section_class))
+    """The JSON keys of a section, in declaration order (attribute ``api_list`` is JSON ``list``, ``slices``
+    is ``slice``: names that would hide Python's own)."""
+    return tuple(_JSON_KEYS.get(field.name, field.name) for field in fields(section_class))
+
+
+_JSON_KEYS = {"api_list": "list", "slices": "slice"}
 
 
 def _warn_unknown(key: str, path: str, known: Iterable[str]) -> None:

@@ -21,6 +21,7 @@ from msprobe.core.dump.tensor_writer import TensorWriter
 from msprobe.core.dump.user_stack import user_stack
 from msprobe.core.lifecycle.calls import MODULE_LEVELS
 from msprobe.core.lifecycle.naming import backward_name, tensor_file_name
+from msprobe.core.lifecycle.rows import RowSelection
 from msprobe.core.lifecycle.select import Selector, named_by
 
 T = TypeVar("T")
@@ -186,14 +187,15 @@ class Parts:
     """The four parts wired together, with the step lifecycle a collector delegates to them."""
 
     def __init__(self, identity: DumpIdentity, selector: Selector, adapter: TensorAdapter, *,
-                 summary_mode: str = "statistics", tensors_of: Callable[[str], bool] | None = None) -> None:
+                 summary_mode: str = "statistics", tensors_of: Callable[[str], bool] | None = None,
+                 rows: RowSelection | None = None) -> None:
         self.adapter = adapter
         self.output = StepOutput(identity)
         self.tensors = TensorFiles(adapter, self.output) if identity.with_tensors else None
         save = self.tensors.save if self.tensors is not None else None
         if save is not None and tensors_of is not None:  # statistics' tensor_list: files for the listed entries
             save = _only_for(tensors_of, save)
-        self.entries = EntryEncoder(adapter, summary_mode=summary_mode, save=save)
+        self.entries = EntryEncoder(adapter, summary_mode=summary_mode, save=save, rows=rows)
         self.spans = ModuleSpans(selector)
 
     def begin_step(self, step: int, rank: int | None) -> None:
@@ -242,10 +244,11 @@ class DumpCollector:
     ``tensor`` adds the tensor files."""
 
     def __init__(self, identity: DumpIdentity, selector: Selector, adapter: TensorAdapter, *,
-                 summary_mode: str = "statistics", tensor_list: tuple[str, ...] = ()) -> None:
+                 summary_mode: str = "statistics", tensor_list: tuple[str, ...] = (),
+                 rows: RowSelection | None = None) -> None:
         self.selector = selector
         self.parts = Parts(identity, selector, adapter, summary_mode=summary_mode,
-                           tensors_of=named_by(tensor_list) if tensor_list else None)
+                           tensors_of=named_by(tensor_list) if tensor_list else None, rows=rows)
         self._entry: CallState[dict] = CallState("dump entry")
 
     # ------------------------------------------------------------------ step lifecycle

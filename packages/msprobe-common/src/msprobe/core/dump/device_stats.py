@@ -79,6 +79,11 @@ class StatsAdapterBase:
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, self.tensor_type)
 
+    def select_rows(self, tensor: Any, rows: Any) -> Any:
+        """The selected rows by the tensor's own indexing (a view on its device), or the tensor itself."""
+        index = rows.index(tuple(tensor.shape))
+        return tensor if index is None else tensor[index]
+
     def capture(self, tensor: Any, remember: bool = False) -> tuple[TensorRecord, StatsHandle | TensorStats]:
         """:meth:`describe` and :meth:`stats` of one tensor (a framework may do both under one guard, and
         keep results for tensors it is asked to ``remember``)."""

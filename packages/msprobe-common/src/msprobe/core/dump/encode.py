@@ -19,6 +19,7 @@ from msprobe.core.contract import NOT_HANDLED, WITHOUT_STATISTICS, TensorAdapter
 from msprobe.core.dump.json_files import quoted
 from msprobe.core.dump.uninitialised import outputs_uninitialised
 from msprobe.core.dump.xor_checksum import resolve_checksums
+from msprobe.core.lifecycle.rows import RowSelection
 from msprobe.core.services.log import logger
 
 Leaf = Callable[[Any, tuple], Any]
@@ -101,17 +102,20 @@ class EntryEncoder:
 
     ``save`` (the tensor files part) is asked for each tensor when the entries come with their files;
     ``summary_mode`` ``md5`` adds each tensor's CRC-32 to its statistics, ``xor`` writes its XOR checksum
-    instead of them (left on the device and fetched with the batch, as statistics are).
+    instead of them (left on the device and fetched with the batch, as statistics are). With ``rows`` in force
+    (``slice``, ``request_id``) every tensor is first narrowed to its selected rows on its device
+    (:meth:`selected`), so the record's shape, statistics, checksum and file are the rows' alone.
     """
 
     def __init__(
         self, adapter: TensorAdapter, *, summary_mode: str = "statistics", save: SaveTensor | None = None,
-        batch: int = FETCH_BATCH,
+        batch: int = FETCH_BATCH, rows: RowSelection | None = None,
     ) -> None:
         self.adapter = adapter
         self.summary_mode = summary_mode
         self.save = save
         self.batch = batch
+        self.rows = rows  # slice / request_id: each tensor's selected rows are what is read
         self._held: list[tuple[str, dict | str]] = []  # (name, entry awaiting its statistics, or its text)
         self._handles: list[tuple[TensorRecord, Any]] = []
         self._checksums: list[tuple[TensorRecord, Any]] = []  # summary_mode xor: words still on the device
@@ -130,7 +134,8 @@ class EntryEncoder:
         def leaf(item: Any, path: tuple) -> Any:
             if not adapter.is_tensor(item):
                 return adapter.encode_other(item)
-            record, stats = adapter.capture(item, produced)
+            item, remember = self.selected(item, produced)
+            record, stats = adapter.capture(item, remember)
             # statistics computed at once (a large host tensor), or a pending handle's once its batch was
             # fetched (an unchanged tensor seen again): nothing to wait for
             known = stats if isinstance(stats, TensorStats) else stats.stats
@@ -139,7 +144,7 @@ class EntryEncoder:
             else:
                 handles.append((record, stats))
             if self.summary_mode == "md5":
-                record.md5 = adapter.checksum(item, produced)
+                record.md5 = adapter.checksum(item, remember)
             if save is not None:
                 record.data_name = save(item, entry, part, path)
             record.uninitialised = record.uninitialised or uninitialised
@@ -154,12 +159,13 @@ class EntryEncoder:
         def leaf(item: Any, path: tuple) -> Any:
             if not adapter.is_tensor(item):
                 return adapter.encode_other(item)
+            item, remember = self.selected(item, produced)
             record = adapter.describe(item)
             record.stats = WITHOUT_STATISTICS
             record.uninitialised = record.uninitialised or uninitialised
             if self.save is not None:
                 record.data_name = self.save(item, entry, part, path)
-            checksum = adapter.xor_checksum(item, produced)
+            checksum = adapter.xor_checksum(item, remember)
             if isinstance(checksum, str):
                 record.md5 = checksum
             else:
@@ -167,6 +173,16 @@ class EntryEncoder:
             return record
 
         return leaf
+
+    def selected(self, tensor: Any, produced: bool) -> tuple[Any, bool]:
+        """The tensor's selected rows (a view the adapter makes on its device; the tensor itself when no
+        slice fits it), and whether the adapter may remember what it reads (a fresh view is never met
+        again)."""
+        rows = self.rows
+        if rows is None or not rows.active:
+            return tensor, produced
+        view = self.adapter.select_rows(tensor, rows)
+        return view, produced and view is tensor
 
     def hold(self, name: str, entry: dict) -> bool:
         """Keep a finished entry until its statistics arrive; True when a batch is full.

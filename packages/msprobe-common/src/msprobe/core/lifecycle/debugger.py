@@ -11,7 +11,8 @@ running one — are written once, here.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from msprobe.core.config import ConfigError, DebuggerConfig, Problem, load_debugger_config
@@ -117,9 +118,23 @@ class BaseDebugger:
         self._release_hold()
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, model: Any = None) -> None:
-        """Turn collection on for the current step (when step and rank select it)."""
-        self._runner.start(model if model is not None else self.model)
+    def start(self, model: Any = None, *, scheduled_tokens: Mapping[str, int] | None = None) -> None:
+        """Turn collection on for the current step (when step and rank select it). ``scheduled_tokens``: a
+        serving batch's requests, each with the rows it holds along dim 0, in order (``{"req-7": 1, ...}``);
+        with ``request_id`` configured, only that request's rows are dumped, and a batch without it is not
+        (docs/pytorch/inference.md). Keyword-only: msprobe 26.2.0's second parameter is another one."""
+        self._runner.start(model if model is not None else self.model, scheduled_tokens=scheduled_tokens)
+
+    @contextmanager
+    def batch(self, model: Any = None, *, scheduled_tokens: Mapping[str, int] | None = None) -> Iterator[None]:
+        """One step of a serving loop, which has no training step to count: ``start`` on entry, ``stop`` and
+        ``step`` on exit (an exception inside leaves the step closed and propagates)."""
+        self.start(model, scheduled_tokens=scheduled_tokens)
+        try:
+            yield
+        finally:
+            self.stop()
+            self.step()
 
     def stop(self) -> None:
         """Turn collection off; this step's files are complete on disk when this returns."""

@@ -2,10 +2,11 @@
 (docs/config.md#when-nothing-is-dumped).
 
 A config whose ``rank`` no process has, whose ``step`` never came, whose ``scope`` or ``list`` matched no
-call, or whose ``dump_enable`` stayed false leaves a silently empty dump_path — the most common complaint
-of msprobe's users. :class:`SelectionTally` counts, as the session runs, what each of those keys let
-through; when the session ends (``finish``, or the interpreter's exit for a session never finished)
-:meth:`SelectionTally.empty_message` gives the one warning line, or ``None`` when something was selected.
+call, whose ``dump_enable`` stayed false, or whose ``request_id`` no batch held leaves a silently empty
+dump_path — the most common complaint of msprobe's users. :class:`SelectionTally` counts, as the session
+runs, what each of those keys let through; when the session ends (``finish``, or the interpreter's exit
+for a session never finished) :meth:`SelectionTally.empty_message` gives the one warning line, or ``None``
+when something was selected.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class SelectionTally:
         self.rank_selected = False  # some start() ran on a selected rank
         self.step_selected = False  # ... and in a selected step
         self.switched_on = False  # ... with dump_enable on: capture began
+        self.request_asked = False  # ... with request_id set
+        self.request_found = False  # ... and a batch that held the request
         self.reported = False
 
     def started(self, step: int, rank: int | None, rank_selected: bool, step_selected: bool) -> None:
@@ -31,6 +34,10 @@ class SelectionTally:
 
     def switched(self, on: bool) -> None:
         self.switched_on |= on
+
+    def requested(self, in_batch: bool) -> None:
+        self.request_asked = True
+        self.request_found |= in_batch
 
     def empty_message(self, config: Any, selector: Any) -> str | None:
         """The warning for a session that selected nothing that ran (once), else None."""
@@ -51,6 +58,9 @@ class SelectionTally:
                     f"{self.last_step}, counted by debugger.step())")
         if not self.switched_on:
             return f"dump_enable was false in every selected step ({config.config_file})"
+        if self.request_asked and not self.request_found:
+            return (f"request_id {config.section.request_id!r} was in no selected batch (no scheduled_tokens "
+                    "given to start() held it)")
         if selector.selected_any or not selector.filters:
             return None
         section = config.section

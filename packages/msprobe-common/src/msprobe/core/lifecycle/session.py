@@ -13,7 +13,7 @@ import errno
 import os
 import shutil
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from msprobe.core.config.switch import DumpSwitch
 from msprobe.core.contract import Call, CallSink, Interceptor, StepCollector, UserComputationError
 from msprobe.core.lifecycle.calls import MODULE_LEVELS
 from msprobe.core.lifecycle.empty_dump import SelectionTally
+from msprobe.core.lifecycle.rows import RowSelection
 from msprobe.core.services.fileio import UnsafePathError
 from msprobe.core.services.heap import FrozenHeap
 from msprobe.core.services.log import logger, set_rank
@@ -174,6 +175,7 @@ class Session:
         current_rank: Callable[[], int | None],
         on_finish: Callable[[], None] = lambda: None,
         prepare_model: Callable[[Any], None] = lambda model: None,
+        rows: RowSelection | None = None,
     ) -> None:
         self.config = config
         self.collector = collector
@@ -183,6 +185,7 @@ class Session:
         self._current_rank = current_rank
         self._on_finish = on_finish
         self._prepare_model = prepare_model  # what the task changes in the model while it runs (dropout p)
+        self.rows = rows  # a dump's slice / request_id: which rows of the batch are kept
         self.current_step = 0
         self.model: Any = None
         self.started = False
@@ -196,16 +199,21 @@ class Session:
 
     @classmethod
     def with_kit(cls, config: DebuggerConfig, collector: StepCollector, kit: Any, on_finish: Callable[[], None],
-                 *, level: str | None = None, prepare_model: Callable[[Any], None] | None = None) -> Session:
+                 *, level: str | None = None, prepare_model: Callable[[Any], None] | None = None,
+                 rows: RowSelection | None = None) -> Session:
         """A session on a framework kit (``msprobe.core.contract``): its interceptor at ``level`` (default: the
         configured one) and its rank lookup."""
         level = config.level if level is None else level
         return cls(config, collector, lambda sink: kit.interceptor(sink, level), kit.current_rank, on_finish,
-                   prepare_model=prepare_model or (lambda model: None))
+                   prepare_model=prepare_model or (lambda model: None), rows=rows)
 
-    def start(self, model: Any = None) -> None:
+    def start(self, model: Any = None, scheduled_tokens: Mapping[str, int] | None = None) -> None:
+        """Collection on for this step when it is selected; ``scheduled_tokens`` describes a serving batch
+        (the rows each request holds along dim 0, docs/pytorch/inference.md): with ``request_id`` set, a batch
+        without the request is not dumped."""
         if self.finished or self.started:
             return
+        in_batch = self.rows is None or self.rows.schedule(scheduled_tokens)
         self._attach(model)
         if self.model is not None:
             self._prepare_model(self.model)
@@ -218,6 +226,10 @@ class Session:
         if not self._switched_on():
             return
         self.tally.switched(True)
+        if self.rows is not None and self.rows.request_id is not None:
+            self.tally.requested(in_batch)
+        if not in_batch:
+            return
         if not self._step_open:
             self._step_open = True
             self.sink.run(lambda: self.collector.begin_step(self.current_step, rank))

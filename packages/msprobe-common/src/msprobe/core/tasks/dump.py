@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from msprobe.core.config.errors import Problem
 from msprobe.core.config.fields import FieldReader, one_of
@@ -19,6 +19,7 @@ from msprobe.core.config.rules import API_FULL_NAME, MODULE_FULL_NAME, RuleConte
 from msprobe.core.contract import FrameworkKit, Runner
 from msprobe.core.dump.collector import DumpCollector
 from msprobe.core.dump.json_files import DumpIdentity
+from msprobe.core.lifecycle.rows import RowSelection, RowSlice, read_request_id, read_slices, row_problems
 from msprobe.core.lifecycle.select import selector_for
 from msprobe.core.lifecycle.session import Session
 from msprobe.core.tasks.online_run_ut import OnlineRunUtConfig, build_online_run_ut, online_rules
@@ -38,6 +39,9 @@ class _Filters:
     scope: tuple[str, ...] = ()
     api_list: tuple[str, ...] = ()
     data_mode: tuple[str, ...] = ("all",)
+    # the rows of each tensor that are kept (JSON ``slice``; docs/pytorch/inference.md), the request's rows
+    slices: tuple[RowSlice, ...] = ()
+    request_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,8 +95,9 @@ def data_mode(reader: FieldReader) -> tuple[str, ...]:
 
 
 def filters(reader: FieldReader) -> dict:
-    """The filter keys every dump section has (scope, list, data_mode), as dataclass fields."""
-    return {"scope": reader.names("scope"), "api_list": reader.names("list"), "data_mode": data_mode(reader)}
+    """The filter keys every dump section has (scope, list, data_mode, slice, request_id), as dataclass fields."""
+    return {"scope": reader.names("scope"), "api_list": reader.names("list"), "data_mode": data_mode(reader),
+            "slices": read_slices(reader), "request_id": read_request_id(reader)}
 
 
 def parse_statistics(reader: FieldReader) -> StatisticsConfig:
@@ -197,6 +202,20 @@ def _dump_modes(ctx: RuleContext, section: StatisticsConfig | TensorConfig) -> I
         )
 
 
+def _rows(ctx: RuleContext, section: StatisticsConfig | TensorConfig, online: bool) -> Iterator[Problem]:
+    """``slice`` and ``request_id`` select rows of the tensors msprobe's hooks read: not at level L2, not
+    for online run_ut (its receiver replays whole calls)."""
+    if not ctx.usable("slice", "request_id", "level"):
+        return
+    yield from row_problems(ctx.path("slice"), section.slices, section.request_id)
+    where = "at level L2 (they apply to L0, L1 and mix)" if ctx.level == "L2" else \
+        "with online_run_ut (its receiver replays whole calls)" if online else None
+    if where is not None and section.slices:
+        yield Problem(ctx.path("slice"), [asdict(item) for item in section.slices], f"[] {where}")
+    if where is not None and section.request_id:
+        yield Problem(ctx.path("request_id"), section.request_id, f"null {where}")
+
+
 def dump_rules(ctx: RuleContext) -> Iterator[Problem]:
     section = ctx.section
     assert isinstance(section, (StatisticsConfig, TensorConfig))
@@ -204,6 +223,7 @@ def dump_rules(ctx: RuleContext) -> Iterator[Problem]:
     yield from _api_list(ctx, section)
     yield from _dump_modes(ctx, section)
     online = section.online() if isinstance(section, TensorConfig) else None
+    yield from _rows(ctx, section, online is not None)
     if online is not None:
         yield from online_rules(ctx, online)
 
@@ -222,9 +242,10 @@ def build_dump(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[]
     summary_mode = section.summary_mode if statistics else "statistics"
     tensor_list = section.tensor_list if statistics else ()
     identity = DumpIdentity.of(config, with_tensors=config.task == "tensor" or bool(tensor_list))
+    rows = RowSelection(section.slices, section.request_id)
     collector = DumpCollector(identity, selector_for(config), kit.adapter(), summary_mode=summary_mode,
-                              tensor_list=tensor_list)
-    return Session.with_kit(config, collector, kit, on_finish, prepare_model=kit.prepare_for_comparison)
+                              tensor_list=tensor_list, rows=rows)
+    return Session.with_kit(config, collector, kit, on_finish, prepare_model=kit.prepare_for_comparison, rows=rows)
 
 
 STATISTICS = register(Task("statistics", StatisticsConfig, parse_statistics, (dump_rules,), build_dump))

@@ -53,8 +53,9 @@ class GraphDumpSession:
         if ms.get_context("mode") != ms.GRAPH_MODE:
             logger.info("PyNative mode: level L2 dumps only the functions compiled with mindspore.jit")
 
-    def start(self, model: Any = None) -> None:
-        """Nothing to switch on: MindSpore dumps the selected iterations of every compiled graph."""
+    def start(self, model: Any = None, scheduled_tokens: Any = None) -> None:
+        """Nothing to switch on: MindSpore dumps the selected iterations of every compiled graph (whole
+        tensors: ``slice`` and ``request_id`` are refused at level L2)."""
 
     def forward_backward_dump_end(self) -> None:
         """Kernels of a compiled step cannot be told apart by phase; the whole iteration is dumped."""
