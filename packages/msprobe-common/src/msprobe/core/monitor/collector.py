@@ -41,6 +41,8 @@ def labelled(name: str, tag: str, tensors: list[Any]) -> list[tuple[str, Any]]:
 class ReductionBuffer(Protocol):
     def add(self, tensors: Sequence[Any]) -> list[Pending]: ...
 
+    def add_reduced(self, block: Any, shape: tuple[int, ...], dtype: str) -> list[Pending]: ...
+
     def transfer(self) -> np.ndarray: ...
 
 
@@ -73,6 +75,13 @@ class StepCollector:
         self.keys.update((group, name, micro_step, vpp) for name, _ in named)
         places = self.buffer.add([tensor for _, tensor in named])
         self.queued.extend(Queued(group, name, micro_step, place, vpp) for (name, _), place in zip(named, places))
+
+    def add_reduced(self, group: str, names: list[str], block: Any, shape: tuple[int, ...], dtype: str,
+                    micro_step: int | None, vpp: int = 0) -> None:
+        """Queue rows whose reductions the framework computed itself, ``block[i]`` for ``names[i]`` (per-element
+        values already divided: several rows drawn from one tensor, such as an MoE layer's experts)."""
+        places = self.buffer.add_reduced(block, shape, dtype)
+        self.queued.extend(Queued(group, name, micro_step, place, vpp) for name, place in zip(names, places))
 
     def alias(self, group: str, source_group: str) -> None:
         """Rows of ``group`` with the values already queued for ``source_group`` (gradients that no reduce changed)."""

@@ -92,6 +92,13 @@ class StepBuffer:
                 self.seen[id(tensor)] = (weakref.ref(tensor), tensor._version, place)
         return places
 
+    def add_reduced(self, block: torch.Tensor, shape: tuple[int, ...], dtype: str) -> list[Pending]:
+        """Queue a ``[n, reductions]`` block computed elsewhere (per-element values already divided: numel 1)."""
+        places = [Pending(self.count + index, 1, shape, dtype) for index in range(block.shape[0])]
+        self.blocks.append(block.to(torch.float64))
+        self.count += block.shape[0]
+        return places
+
     def _known(self, tensor: torch.Tensor) -> Pending | None:
         entry = self.seen.get(id(tensor))
         if entry is None or entry[0]() is not tensor or entry[1] != tensor._version:

@@ -34,6 +34,7 @@ from msprobe.core.monitor.records import (
 )
 from msprobe.core.monitor.run import MonitorRun
 from msprobe.pytorch.monitor.collect import ModuleWatch
+from msprobe.pytorch.monitor.moe import ExpertWatch, is_fused_experts
 from msprobe.pytorch.monitor.stats import StepBuffer, measurable
 from msprobe.pytorch.rank import current_rank
 
@@ -128,6 +129,15 @@ class TrainerMon:
                 if not targets or name in targets:
                     yield vpp, name, module
 
+    def _experts(self):
+        """(vpp, name, module) of the fused experts modules in the watched modules, each once."""
+        seen = set()
+        for vpp, prefix, module in self._watched():
+            for name, sub in module.named_modules(prefix=prefix):
+                if id(sub) not in seen and is_fused_experts(sub):
+                    seen.add(id(sub))
+                    yield vpp, name, sub
+
     def _switch(self) -> None:
         """Hooks on while monitoring can still collect a step, every hook off once it cannot."""
         if self.run.done():
@@ -148,6 +158,11 @@ class TrainerMon:
             watch = ModuleWatch(self, lambda: self.collector, not config.backward_only, not config.forward_only)
             for vpp, name, module in self._watched():
                 self.handles.append(module.register_forward_hook(watch.hook(name, vpp), with_kwargs=True))
+        if config.moe_distribution:
+            watch = ExpertWatch(self, lambda: self.collector)
+            for vpp, name, module in self._experts():
+                self.handles.append(module.register_forward_hook(
+                    watch.hook(name, module.num_experts, vpp), with_kwargs=True))
         if config.wg_distribution and self.reduced_apart:
             for vpp, name, param in self.params:
                 self.handles.append(param.register_post_accumulate_grad_hook(self._unreduced_hook(name, vpp)))
