@@ -8,7 +8,7 @@ import json
 import pytest
 
 from msprobe.core.config.errors import ConfigError
-from msprobe.core.monitor.config import DEFAULT_RULES, CcConfig, NEVER, load_monitor_config, parse_monitor_config
+from msprobe.core.monitor.config import DEFAULT_RULES, NEVER, CcConfig, load_monitor_config, parse_monitor_config
 
 UPSTREAM_EXAMPLE = {  # the shape of upstream's documented example file
     "targets": {}, "xy_distribution": True, "forward_only": False, "backward_only": False, "all_xy": False,

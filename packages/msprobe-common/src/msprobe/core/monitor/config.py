@@ -283,4 +283,5 @@ def _rule(reader: FieldReader, index: int, spec: object) -> AlertRule | None:
     return AlertRule(name, threshold, tuple(ops) or ("norm",), window)
 
 
-__all__ = ["ConfigError", "CcConfig", "MonitorConfig", "AlertRule", "Problem", "load_monitor_config", "parse_monitor_config"]
+__all__ = ["ConfigError", "CcConfig", "MonitorConfig", "AlertRule", "Problem", "load_monitor_config",
+           "parse_monitor_config"]
