@@ -39,7 +39,7 @@ def labelled(name: str, tag: str, tensors: list[Any]) -> list[tuple[str, Any]]:
 
 
 class ReductionBuffer(Protocol):
-    def add(self, tensors: Sequence[Any]) -> list[Pending]: ...
+    def add(self, tensors: Sequence[Any], reuse: bool = True) -> list[Pending]: ...
 
     def add_reduced(self, block: Any, shape: tuple[int, ...], dtype: str) -> list[Pending]: ...
 
@@ -66,14 +66,17 @@ class StepCollector:
         self.keys: set[tuple] = set()
         self.failed = failed  # the run's: a source that failed once stays out
 
-    def add(self, group: str, named: list[tuple[str, Any]], micro_step: int | None, vpp: int = 0) -> None:
+    def add(self, group: str, named: list[tuple[str, Any]], micro_step: int | None, vpp: int = 0,
+            reuse: bool = True) -> None:
         """Queue each named tensor once per step and micro-step: under activation checkpointing the inputs of a
-        checkpointed region get gradient hooks twice (first pass and recomputation), and both fire."""
+        checkpointed region get gradient hooks twice (first pass and recomputation), and both fire. ``reuse``
+        False: reduce the tensors again even if seen before (a collective writes its result in place without
+        a new tensor version)."""
         named = [(name, t) for name, t in named if (group, name, micro_step, vpp) not in self.keys]
         if not named:
             return
         self.keys.update((group, name, micro_step, vpp) for name, _ in named)
-        places = self.buffer.add([tensor for _, tensor in named])
+        places = self.buffer.add([tensor for _, tensor in named], reuse)
         self.queued.extend(Queued(group, name, micro_step, place, vpp) for (name, _), place in zip(named, places))
 
     def add_reduced(self, group: str, names: list[str], block: Any, shape: tuple[int, ...], dtype: str,

@@ -67,7 +67,8 @@ class StepBuffer:
         }
         return ops.stack([parts[name]().astype(ms.float64) for name in self.reductions])
 
-    def add(self, tensors: Sequence) -> list[Pending]:
+    def add(self, tensors: Sequence, reuse: bool = True) -> list[Pending]:
+        """Queue ``tensors``' reductions (no memo here: every tensor is reduced, ``reuse`` or not)."""
         self.blocks.append(ops.stack([self._row(t) for t in tensors]))
         places = [Pending(self.count + i, int(t.size), tuple(t.shape), str(t.dtype)) for i, t in enumerate(tensors)]
         self.count += len(tensors)

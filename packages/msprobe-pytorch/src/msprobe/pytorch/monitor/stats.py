@@ -74,13 +74,14 @@ class StepBuffer:
         self.count = 0
         self.seen: dict[int, tuple[weakref.ref, int, Pending]] = {}
 
-    def add(self, tensors: Sequence[torch.Tensor]) -> list[Pending]:
-        """Queue ``tensors`` (all measurable) for reduction; their places in the transfer, in order. When the
-        reduction raises, nothing is queued: the rows already queued keep their places."""
+    def add(self, tensors: Sequence[torch.Tensor], reuse: bool = True) -> list[Pending]:
+        """Queue ``tensors`` (all measurable) for reduction; their places in the transfer, in order (``reuse``:
+        a tensor already reduced this step, unchanged since, keeps its place). When the reduction raises,
+        nothing is queued: the rows already queued keep their places."""
         fresh: dict[int, tuple[torch.Tensor, Pending]] = {}
         places: list[Pending] = []
         for tensor in tensors:
-            place = self._known(tensor) or (fresh[id(tensor)][1] if id(tensor) in fresh else None)
+            place = (self._known(tensor) if reuse else None) or (fresh[id(tensor)][1] if id(tensor) in fresh else None)
             if place is None:
                 place = Pending(self.count + len(fresh), tensor.numel(), tuple(tensor.shape), str(tensor.dtype))
                 fresh[id(tensor)] = (tensor, place)

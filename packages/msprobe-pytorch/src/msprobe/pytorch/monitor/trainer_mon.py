@@ -14,6 +14,7 @@ Nothing here changes a tensor of the run: hooks read and return ``None``.
 
 from __future__ import annotations
 
+import json
 import logging
 
 import torch
@@ -33,7 +34,9 @@ from msprobe.core.monitor.records import (
     StepMetrics,
 )
 from msprobe.core.monitor.run import MonitorRun
+from msprobe.core.services.fileio import atomic_write_text
 from msprobe.pytorch.monitor.collect import ModuleWatch
+from msprobe.pytorch.monitor.collectives import CC_STACKS_FILE, CollectiveWatch
 from msprobe.pytorch.monitor.moe import ExpertWatch, is_fused_experts
 from msprobe.pytorch.monitor.stats import StepBuffer, measurable
 from msprobe.pytorch.rank import current_rank
@@ -85,6 +88,7 @@ class TrainerMon:
         self.models: list[nn.Module] = []
         self.optimizer = None
         self.alert_dump = None  # the PrecisionDebugger an alert armed for the step after it
+        self.collectives: CollectiveWatch | None = None
 
     # -- public API (upstream's) -------------------------------------------------------------------
     def set_monitor(self, model, optimizer, grad_acc_steps=1, tp_group=None, dp_group=None, start_iteration=0):
@@ -163,6 +167,9 @@ class TrainerMon:
             for vpp, name, module in self._experts():
                 self.handles.append(module.register_forward_hook(
                     watch.hook(name, module.num_experts, vpp), with_kwargs=True))
+        if config.cc_distribution.enable:
+            self.collectives = CollectiveWatch(lambda: self.collector, config.cc_distribution)
+            self.handles.append(self.collectives.install())
         if config.wg_distribution and self.reduced_apart:
             for vpp, name, param in self.params:
                 self.handles.append(param.register_post_accumulate_grad_hook(self._unreduced_hook(name, vpp)))
@@ -279,5 +286,9 @@ class TrainerMon:
         if config.param_distribution:
             self._add_parameter_group(PARAM_UPDATED, lambda p: _local(p.detach()))
         rows = collector.rows()
-        return self.run.write(StepMetrics(self.step, self.rank, config.ops, rows))
+        alert = self.run.write(StepMetrics(self.step, self.rank, config.ops, rows))
+        if self.collectives is not None and config.cc_distribution.log_only:
+            stacks = json.dumps(self.collectives.stacks_by_op(), indent=1)
+            atomic_write_text(self.run.directory / CC_STACKS_FILE, stacks)
+        return alert
 
