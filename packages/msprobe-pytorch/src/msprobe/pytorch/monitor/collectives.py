@@ -1,15 +1,16 @@
 """``cc_distribution``: statistics of the tensors passed to torch.distributed's collectives.
 
-While the key is on, the collectives of ``torch.distributed`` (:data:`COLLECTIVES`) are replaced by
-wrappers that call the original and, in a monitored step, queue the reductions of the tensors it was
-given (group ``cc``), as upstream's monitor does. A call's rows are named ``{op}.{n}.post`` (``_0``,
-``_1``... for several tensor arguments; a list of tensors is one tensor, its elements concatenated),
-``n`` counting that op's calls in the step; with ``cc_pre_hook`` the same tensors before the call too
-(``{op}.{n}.pre``). An asynchronous call's ``post`` rows are measured when its ``Work.wait()`` returns,
-the result being undefined before. ``cc_codeline`` keeps only the calls whose call stack matches one of
-its regular expressions; ``cc_log_only`` records only each op's call stacks (``cc_stacks.json``).
-Collectives issued from C++ (DDP's bucketed gradient all-reduce) do not pass through these functions
-and are not seen. The wrappers only read: the collective's arguments and result are untouched.
+While the key is on, the collectives of ``torch.distributed`` (the dump's list, ``COLLECTIVES`` of
+``msprobe.pytorch.hooks.distributed``) are replaced by wrappers that call the original and, in a monitored
+step, queue the reductions of the tensors it was given (group ``cc``), as upstream's monitor does. A
+call's rows are named ``{op}.{n}.post`` (``_0``, ``_1``... for several tensor arguments; a list of tensors
+is one tensor, its elements concatenated), ``n`` counting that op's calls in the step; with
+``cc_pre_hook`` the same tensors before the call too (``{op}.{n}.pre``). An asynchronous call returns the
+dump's ``WaitedWork``: its ``post`` rows are measured when its ``wait()`` returns, the result being
+undefined before. ``cc_codeline`` keeps only the calls whose call stack matches one of its regular
+expressions; ``cc_log_only`` records only each op's call stacks (``cc_stacks.json``). Collectives issued
+from C++ (DDP's bucketed gradient all-reduce) do not pass through these functions and are not seen. The
+wrappers only read: the collective's arguments and result are untouched.
 """
 
 from __future__ import annotations
@@ -25,13 +26,10 @@ import torch.distributed as dist
 from msprobe.core.monitor.collector import StepCollector, labelled
 from msprobe.core.monitor.config import CcConfig
 from msprobe.core.monitor.records import CC
+from msprobe.core.services.handles import Handle, patch_attributes
+from msprobe.pytorch.hooks.distributed import COLLECTIVES, WaitedWork
 from msprobe.pytorch.monitor.stats import measurable
 
-COLLECTIVES = (
-    "send", "recv", "isend", "irecv", "broadcast", "all_reduce", "reduce", "scatter", "reduce_scatter",
-    "reduce_scatter_tensor", "all_gather", "gather", "all_gather_into_tensor", "all_to_all", "all_to_all_single",
-)
-_NAMESPACES = (dist, dist.distributed_c10d)
 CC_STACKS_FILE = "cc_stacks.json"
 
 
@@ -54,18 +52,6 @@ def _call_stack() -> str:
                     if frame.filename != __file__)
 
 
-class _Restore:
-    """The handle TrainerMon removes with its hooks: puts the original functions back."""
-
-    def __init__(self, originals: list) -> None:
-        self.originals = originals
-
-    def remove(self) -> None:
-        for owner, name, original in self.originals:
-            setattr(owner, name, original)
-        self.originals = []
-
-
 class CollectiveWatch:
     """Wraps torch.distributed's collectives while monitoring is on."""
 
@@ -74,24 +60,13 @@ class CollectiveWatch:
         self.patterns = [re.compile(pattern) for pattern in cc.codeline]
         self.calls: dict[str, int] = defaultdict(int)
         self.calls_in: StepCollector | None = None  # the collector the call counts belong to
-        self.waiting: dict[int, tuple] = {}  # id(work) -> what its wait() measures
         self.stacks: dict[str, set[str]] = defaultdict(set)
 
-    def install(self) -> _Restore:
-        originals, wrapped = [], {}
-        for owner in _NAMESPACES:
-            for name in COLLECTIVES:
-                original = getattr(owner, name, None)
-                if original is None:
-                    continue
-                if original not in wrapped:
-                    wrapped[original] = self._wrap(name, original)
-                originals.append((owner, name, original))
-                setattr(owner, name, wrapped[original])
-        wait = dist.Work.wait
-        originals.append((dist.Work, "wait", wait))
-        dist.Work.wait = self._wrap_wait(wait)
-        return _Restore(originals)
+    def install(self) -> Handle:
+        """Wrap the collectives of ``torch.distributed`` (the dump's list); the handle puts the originals back."""
+        found = [(name, getattr(dist, name, None)) for name in COLLECTIVES]
+        return patch_attributes([(dist, name, self._wrap(name, original))
+                                 for name, original in found if original is not None])
 
     def _wrap(self, name: str, original):
         @functools.wraps(original)
@@ -101,8 +76,11 @@ class CollectiveWatch:
                 return original(*args, **kwargs)
             label = self._observe_before(collector, name, args, kwargs)
             result = original(*args, **kwargs)
-            if label is not None:
-                self._observe_after(collector, label, result, args, kwargs)
+            if label is None:
+                return result
+            if isinstance(result, dist.Work):  # the result is defined when the user's wait() returns
+                return WaitedWork(result, lambda: self._observe_after(collector, label, args, kwargs))
+            self._observe_after(collector, label, args, kwargs)
             return result
 
         return collective
@@ -119,7 +97,6 @@ class CollectiveWatch:
                     return None
             if self.calls_in is not collector:
                 self.calls, self.calls_in = defaultdict(int), collector
-                self.waiting.clear()  # works of an earlier step never waited on
             label = f"{name}.{self.calls[name]}"
             self.calls[name] += 1
             if self.cc.pre_hook:
@@ -129,26 +106,13 @@ class CollectiveWatch:
             collector.guard(CC, error)
             return None
 
-    def _observe_after(self, collector: StepCollector, label: str, result, args: tuple, kwargs: dict) -> None:
-        if isinstance(result, dist.Work):
-            self.waiting[id(result)] = (collector, label, args, kwargs)
-            return
+    def _observe_after(self, collector: StepCollector, label: str, args: tuple, kwargs: dict) -> None:
+        if collector is not self.collector_of():
+            return  # an asynchronous call waited on after its step ended
         try:
             collector.add(CC, labelled(label, "post", _tensors(args, kwargs)), None, reuse=False)
         except Exception as error:
             collector.guard(CC, error)
-
-    def _wrap_wait(self, wait):
-        @functools.wraps(wait)
-        def waited(work, *args, **kwargs):
-            result = wait(work, *args, **kwargs)
-            pending = self.waiting.pop(id(work), None)
-            if pending is not None and pending[0] is self.collector_of():
-                collector, label, call_args, call_kwargs = pending
-                self._observe_after(collector, label, None, call_args, call_kwargs)
-            return result
-
-        return waited
 
     def stacks_by_op(self) -> dict[str, list[list[str]]]:
         """cc_log_only's record, as upstream prints it: each op's distinct call stacks, frame by frame."""
