@@ -101,12 +101,13 @@ class StepCollector:
     def rows(self) -> tuple[MetricRow, ...]:
         """The step's rows on the host (the one transfer of the step); the collector is empty afterwards."""
         values = self.buffer.transfer()
+        queued = self.queued
+        indices = np.fromiter((q.place.index for q in queued), dtype=np.int64, count=len(queued))
+        numel = np.fromiter((q.place.numel for q in queued), dtype=np.float64, count=len(queued))
+        table = finish(self.ops, self.reductions, values[indices], numel).tolist()
         rows = tuple(
-            MetricRow(
-                q.group, q.name, q.micro_step, finish(self.ops, self.reductions, values[q.place.index], q.place.numel),
-                q.place.shape, q.place.dtype, order, q.vpp_stage,
-            )
-            for order, q in enumerate(self.queued)
+            MetricRow(q.group, q.name, q.micro_step, tuple(line), q.place.shape, q.place.dtype, order, q.vpp_stage)
+            for order, (q, line) in enumerate(zip(queued, table))
         )
         self.queued, self.keys = [], set()
         return rows
