@@ -45,6 +45,13 @@ def _rows(run_dir: Path, group: str, step: int = 0) -> dict[str, dict]:
     return {row["name"]: row for row in read_rows(run_dir, group) if int(row["step"]) == step}
 
 
+def _assert_rows_are(rows: dict[str, dict], tensors: dict[str, list], unchecked: set[str] = frozenset()) -> None:
+    """One row per observed tensor (and the ``unchecked`` names), each equal to float64 numpy of its tensor."""
+    assert set(rows) == set(tensors) | unchecked, sorted(rows)
+    for name, values in tensors.items():
+        assert_close_to_reference(rows[name], np.asarray(values))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stack", ["ddp", "ddp_acc", "fsdp2", "ddp_cc"])
 def test_training_bit_identical_on_two_ranks(stack, request):
@@ -85,11 +92,7 @@ def test_grad_accumulation_rows_per_micro_step(ddp_acc):
 def test_fsdp2_gradients_are_each_ranks_shard(fsdp2):
     observed, run_dirs = fsdp2
     for rank in (0, 1):
-        reduced = _rows(run_dirs[rank], "grad_reduced")
-        shards = observed[rank]["monitored"]["optimizer_grads"]
-        assert set(reduced) == set(shards)
-        for name, grad in shards.items():
-            assert_close_to_reference(reduced[name], np.asarray(grad))
+        _assert_rows_are(_rows(run_dirs[rank], "grad_reduced"), observed[rank]["monitored"]["optimizer_grads"])
         assert not list(run_dirs[rank].glob("grad_unreduced_*.csv"))  # FSDP2 reduce-scatters inside its hooks
         assert _rows(run_dirs[rank], "exp_avg")
 
@@ -99,11 +102,8 @@ def test_collectives_of_the_loop_before_and_after(ddp_cc):
     observed, run_dirs = ddp_cc
     for rank in (0, 1):
         rows = _rows(run_dirs[rank], "cc")
-        seen = observed[rank]["monitored"]["collectives"]
         # the gather's output list before the call is uninitialised memory, not compared; DDP's bucketed all-reduce
         # runs in C++ and is not seen
-        assert set(rows) == set(seen) | {"all_gather.0.pre_0", "all_gather.0.pre_1"}, sorted(rows)
-        for name, values in seen.items():
-            assert_close_to_reference(rows[name], np.asarray(values))
+        _assert_rows_are(rows, observed[rank]["monitored"]["collectives"], {"all_gather.0.pre_0", "all_gather.0.pre_1"})
         assert rows["all_reduce.0.post"]["norm"] != rows["all_reduce.0.pre"]["norm"]
         assert {int(r["step"]) for r in read_rows(run_dirs[rank], "cc")} == {0, 1, 2}
