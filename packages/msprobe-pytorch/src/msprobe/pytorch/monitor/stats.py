@@ -53,14 +53,17 @@ def group_reductions(tensors: Sequence[torch.Tensor], reductions: Sequence[str],
     values = [t.detach() for t in tensors]
     values = [t.float() if t.dtype in _UPCAST else t for t in values]
     columns = _min_max(values, reductions)
-    if "norm" in reductions:
-        columns["norm"] = torch.stack(torch._foreach_norm(values))
+    if "norm" in reductions:  # one tensor (a gradient hook's): a plain norm, two dispatches fewer
+        columns["norm"] = (torch.linalg.vector_norm(values[0]).reshape(1) if len(values) == 1
+                           else torch.stack(torch._foreach_norm(values)))
     if "sum" in reductions:
         columns["sum"] = torch.stack([t.sum() for t in values])
     if "zeros" in reductions:
         columns["zeros"] = torch.stack([torch.count_nonzero(t.abs() < eps) for t in values])
     if "nans" in reductions:
         columns["nans"] = _nan_counts(values, columns.get("norm"))
+    if len(reductions) == 1:  # the default, norm only
+        return columns[reductions[0]].to(torch.float64).unsqueeze(1)
     return torch.stack([columns[name].to(torch.float64) for name in reductions], dim=1)
 
 
