@@ -53,9 +53,8 @@ def group_reductions(tensors: Sequence[torch.Tensor], reductions: Sequence[str],
     values = [t.detach() for t in tensors]
     values = [t.float() if t.dtype in _UPCAST else t for t in values]
     columns = _min_max(values, reductions)
-    if "norm" in reductions:  # one tensor (a gradient hook's): a plain norm, two dispatches fewer
-        columns["norm"] = (torch.linalg.vector_norm(values[0]).reshape(1) if len(values) == 1
-                           else torch.stack(torch._foreach_norm(values)))
+    if "norm" in reductions:
+        columns["norm"] = torch.stack(torch._foreach_norm(values))
     if "sum" in reductions:
         columns["sum"] = torch.stack([t.sum() for t in values])
     if "zeros" in reductions:
