@@ -11,7 +11,7 @@ from monitor_models import batches, params_bytes, write_config
 from monitor_reference import assert_close_to_reference, only_run_dir, read_rows
 
 EXPERTS, TOP_K = 4, 2
-CONFIG = dict(moe_distribution=True, ops=["min", "max", "norm", "mean", "zeros", "nans"])
+CONFIG = dict(moe_distribution=True, wg_distribution=True, ops=["min", "max", "norm", "mean", "zeros", "nans"])
 
 
 def moe_model(kind: str, kernel: str):
@@ -35,10 +35,16 @@ class RoutingCapture:
 
     def __init__(self, model) -> None:
         self.seen: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+        self.expert_grads: dict[tuple[int, str], np.ndarray] = {}  # (step, 3-D experts weight) -> its gradient
         self.step = 0
+        self.experts_weights = {n: p for n, p in model.named_parameters() if ".experts." in n}
         for name, module in model.named_modules():
             if name.endswith("mlp.gate"):
                 module.register_forward_hook(self._hook(name.removesuffix(".gate") + ".experts"))
+
+    def before_step(self, *_) -> None:
+        for name, param in self.experts_weights.items():
+            self.expert_grads[(self.step, name)] = param.grad.double().numpy()
 
     def _hook(self, experts_name: str):
         def hook(module, args, output):
@@ -54,6 +60,7 @@ def _train(model, steps: int, config=None):
     capture = RoutingCapture(model) if config else None
     if config:
         TrainerMon(str(config), params_have_main_grad=False).set_monitor(model, optimizer)
+        optimizer.register_step_pre_hook(capture.before_step)
         optimizer.register_step_post_hook(lambda *_: setattr(capture, "step", capture.step + 1))
     losses = []
     for (ids,) in batches(steps):
@@ -88,6 +95,12 @@ def test_expert_load_and_inputs_equal_float64_numpy(tmp_path, monkeypatch, kind,
                 assert_close_to_reference(inputs[(step, f"{experts_name}.expert_{expert}.input")], hidden[routed])
         total = sum(load[(step, f"{experts_name}.expert_{e}")]["norm"] for e in range(EXPERTS))
         assert total == hidden.shape[0] * TOP_K  # every token went to top_k experts
+    grads = {(int(r["step"]), r["name"]): r for r in read_rows(run, "grad_reduced")}
+    assert len(capture.expert_grads) == 3 * 2 * 2  # steps, layers, gate_up_proj and down_proj
+    for (step, weight), grad in capture.expert_grads.items():
+        assert_close_to_reference(grads[(step, weight)], grad)
+        for expert in range(EXPERTS):
+            assert_close_to_reference(grads[(step, f"{weight}.expert_{expert}")], grad[expert])
 
 
 def test_experts_are_found_under_the_targets_only(tmp_path, monkeypatch):

@@ -85,6 +85,7 @@ class TrainerMon:
         self.handles: list = []
         self.failed: set[str] = set()  # metric sources left out after an error, for the whole run
         self.params: list = []  # (vpp, name, parameter) watched, listed when the hooks go on
+        self.expert_params: list = []  # (vpp, name, parameter) of fused experts' 3-D weights (moe_distribution)
         self.models: list[nn.Module] = []
         self.optimizer = None
         self.alert_dump = None  # the PrecisionDebugger an alert armed for the step after it
@@ -158,6 +159,7 @@ class TrainerMon:
     def _install_hooks(self) -> None:
         config = self.run.config
         self.params = list(self._parameters())
+        self.expert_params = []
         if config.xy_distribution:
             watch = ModuleWatch(self, lambda: self.collector, not config.backward_only, not config.forward_only)
             for vpp, name, module in self._watched():
@@ -167,6 +169,8 @@ class TrainerMon:
             for vpp, name, module in self._experts():
                 self.handles.append(module.register_forward_hook(
                     watch.hook(name, module.num_experts, vpp), with_kwargs=True))
+                self.expert_params.extend((vpp, f"{name}.{key}", p) for key, p in module.named_parameters(recurse=False)
+                                          if p.requires_grad and p.dim() == 3 and p.shape[0] == module.num_experts)
         if config.cc_distribution.enable:
             self.collectives = CollectiveWatch(lambda: self.collector, config.cc_distribution)
             self.handles.append(self.collectives.install())
@@ -237,12 +241,26 @@ class TrainerMon:
         except Exception as error:
             collector.guard(group, error)
 
+    def _add_expert_gradients(self) -> None:
+        """``moe_distribution``: each expert's slice of a fused experts weight's gradient, ``{weight}.expert_{e}``
+        (an idle expert's is zero). Under expert parallelism the slices are this rank's local experts."""
+        collector = self.collector
+        try:
+            for vpp, name, param in self.expert_params:
+                grad = self._grad(param)
+                if measurable(grad):
+                    named = [(f"{name}.expert_{e}", part) for e, part in enumerate(grad.unbind(0))]
+                    collector.add(GRAD_REDUCED, named, None, vpp)
+        except Exception as error:
+            collector.guard(GRAD_REDUCED, error)
+
     def _before_optimizer_step(self) -> None:
         if self.collector is None:
             return
         config = self.run.config
         if config.wg_distribution:
             self._add_parameter_group(GRAD_REDUCED, self._grad)
+            self._add_expert_gradients()
             if not self.reduced_apart and not self.sharded:
                 self.collector.alias(GRAD_UNREDUCED, GRAD_REDUCED)
         if config.param_distribution:
