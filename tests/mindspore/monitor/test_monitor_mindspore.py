@@ -7,8 +7,11 @@ import json
 
 import mindspore as ms
 import numpy as np
+import pytest
 from mindspore import nn
 from monitor_reference import assert_close_to_reference, only_run_dir, read_rows
+
+from msprobe.core.config.errors import ConfigError
 
 CONFIG = {"xy_distribution": True, "wg_distribution": True, "mv_distribution": True, "param_distribution": True,
           "ops": ["min", "max", "norm", "mean", "zeros", "nans"], "format": "csv"}
@@ -116,3 +119,14 @@ def test_mindspore_activation_gradients_per_micro_step(tmp_path, monkeypatch):
         assert_close_to_reference(actv[key], output)
         assert_close_to_reference(actv_grad[key], grad)
     assert {r["name"] for r in read_rows(run, "actv_grad")} == {"0.output", "1.output", "2.output", ".output"}
+
+
+def test_pytorch_only_keys_are_reported_on_mindspore(tmp_path):
+    from msprobe.mindspore import TrainerMon
+
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"moe_distribution": True, "cc_distribution": {"enable": True}}))
+    with pytest.raises(ConfigError) as caught:
+        TrainerMon(str(config))
+    assert [str(p).split(";")[0] for p in caught.value.problems] == [
+        "moe_distribution: got True", "cc_distribution.enable: got True"]

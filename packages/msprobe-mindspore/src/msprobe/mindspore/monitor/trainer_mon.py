@@ -21,6 +21,7 @@ import numpy as np
 
 import mindspore as ms
 from mindspore import ops
+from msprobe.core.config.errors import ConfigError, Problem
 from msprobe.core.monitor.collector import Pending, StepCollector, labelled
 from msprobe.core.monitor.config import check_set_monitor_arguments
 from msprobe.core.monitor.records import (
@@ -81,10 +82,20 @@ class StepBuffer:
         return ops.cat(blocks).asnumpy() if blocks else np.empty((0, len(self.reductions)))
 
 
+def _check_built_here(run: MonitorRun) -> None:
+    """The keys only the PyTorch monitor implements, reported before training rather than ignored."""
+    config, allowed = run.config, "false on MindSpore (built for PyTorch only, docs/monitor.md#mindspore)"
+    problems = [Problem(key, True, allowed) for key, on in (
+        ("moe_distribution", config.moe_distribution), ("cc_distribution.enable", config.cc_distribution.enable)) if on]
+    if problems:
+        raise ConfigError(problems, file=run.path)
+
+
 class TrainerMon:
     def __init__(self, config_file_path, process_group=None, params_have_main_grad=True, opt_ty=None) -> None:
         self.rank = current_rank() or 0
         self.run = MonitorRun(config_file_path, self.rank)
+        _check_built_here(self.run)
         self.process_group, self.opt_ty = process_group, opt_ty
         self.step = 0
         self.collector: StepCollector | None = None
