@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from monitor_models import batches, params_bytes, write_config
+from monitor_models import batches, params_bytes, train, write_config
 from monitor_reference import assert_close_to_reference, only_run_dir, read_rows
 
 EXPERTS, TOP_K = 4, 2
@@ -110,3 +110,26 @@ def test_experts_are_found_under_the_targets_only(tmp_path, monkeypatch):
     _train(model, 1, config)
     names = {r["name"] for r in read_rows(only_run_dir(tmp_path / "out"), "expert_load")}
     assert names == {f"model.layers.1.mlp.experts.expert_{e}" for e in range(EXPERTS)}
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_expert_load_per_micro_step_counted_once(tmp_path, monkeypatch, checkpointed):
+    """Two micro-batches a step, with and without activation checkpointing: one load row per expert and
+    micro-step (a forward recomputed in the backward pass is not counted again), each micro-batch's loads
+    adding up to its tokens × top-k."""
+    import warnings
+
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
+    model = moe_model("mixtral", "grouped_mm")
+    if checkpointed:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    train(model, 2, write_config(tmp_path / "c.json", moe_distribution=True), micro=2)
+    rows = read_rows(only_run_dir(tmp_path / "out"), "expert_load")
+    keys = [(r["step"], r["micro_step"], r["name"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 2 * 2 * 2 * EXPERTS  # steps, micro-steps, layers, experts
+    for step, micro in ((s, m) for s in "01" for m in "01"):
+        layer0 = [r["norm"] for r in rows if (r["step"], r["micro_step"]) == (step, micro)
+                  and r["name"].startswith("model.layers.0.")]
+        assert sum(layer0) == 2 * 12 * TOP_K  # a micro-batch of 2 sequences of 12 tokens

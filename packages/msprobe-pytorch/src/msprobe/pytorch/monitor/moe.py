@@ -99,10 +99,17 @@ class ExpertWatch:
                 return  # a forward recomputed by activation checkpointing is not counted again
             try:
                 self._observe(collector, name, experts, vpp, _routing(args, kwargs))
+                if isinstance(output, torch.Tensor) and output.requires_grad:
+                    output.register_hook(self._count_backward)  # micro-steps end with backward passes
             except Exception as error:  # the run goes on without this layer's expert metrics
                 collector.guard(name, error)
 
         return forward_hook
+
+    def _count_backward(self, grad) -> None:
+        """Reads nothing: tells TrainerMon a backward pass runs, whose end ends a micro-batch (with no other
+        gradient hook installed, nothing else would)."""
+        self.mon.note_backward()
 
     def _observe(self, collector: StepCollector, name: str, experts: int, vpp: int, routed) -> None:
         if routed is None:
