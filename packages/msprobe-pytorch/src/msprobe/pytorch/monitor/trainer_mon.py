@@ -9,6 +9,8 @@ Weight gradients are read before the data-parallel reduce (``grad_unreduced``: e
 post-accumulate hook on the last micro-batch, when a DDP model or ``dp_group`` reduces them) and after it
 (``grad_reduced``: at ``optimizer.step()``); without a reduce the two are the same values, computed once.
 Under FSDP2 only the reduced gradient exists outside its hooks: ``grad_reduced`` holds each rank's shard.
+With ``moe_distribution`` the fused experts modules get a hook of their own (:mod:`.moe`); with
+``cc_distribution`` torch.distributed's collectives are wrapped while monitoring is on (:mod:`.collectives`).
 Nothing here changes a tensor of the run: hooks read and return ``None``.
 """
 
