@@ -8,7 +8,7 @@ import json
 import pytest
 
 from msprobe.core.config.errors import ConfigError
-from msprobe.core.monitor.config import DEFAULT_RULES, NEVER, load_monitor_config, parse_monitor_config
+from msprobe.core.monitor.config import DEFAULT_RULES, NEVER, CcConfig, load_monitor_config, parse_monitor_config
 
 UPSTREAM_EXAMPLE = {  # the shape of upstream's documented example file
     "targets": {}, "xy_distribution": True, "forward_only": False, "backward_only": False, "all_xy": False,
@@ -28,7 +28,7 @@ def test_upstream_file_loads(tmp_path):
     assert config.xy_distribution and config.wg_distribution and not config.mv_distribution
     assert config.ops == ("norm", "min", "max", "nans") and config.ndigits == 12
     assert [(r.name, r.threshold) for r in config.rules] == [("AnomalyTurbulence", 0.5)]
-    assert config.dynamic_on is False
+    assert config.dynamic_on is False and config.cc_distribution == CcConfig() and not config.moe_distribution
 
 
 def test_defaults():
@@ -51,7 +51,10 @@ def test_defaults():
     ({"eps": 0}, "eps: got 0; allowed: a finite number > 0"),
     ({"xy_distrbution": True}, "xy_distrbution: got True; allowed: a monitor key: targets,"),
     ({"ur_distribution": True}, "ur_distribution: got True; allowed: false or absent (upstream-only feature"),
-    ({"cc_distribution": {"enable": True}}, "cc_distribution.enable: got True; allowed: false"),
+    ({"cc_distribution": {"enable": 1}}, "cc_distribution.enable: got 1; allowed: true or false"),
+    ({"cc_distribution": {"cc_codeline": ["("]}}, "cc_distribution.cc_codeline[0]: got '('; allowed: a regular"),
+    ({"cc_distribution": {"cc_pre": True}}, "cc_distribution.cc_pre: got True; allowed: one of enable,"),
+    ({"moe_distribution": "yes"}, "moe_distribution: got 'yes'; allowed: true or false"),
     ({"forward_only": True, "backward_only": True}, "backward_only: got True; allowed: false when forward_only"),
     ({"alert": {"rules": [{"rule_name": "Spike"}]}}, "alert.rules[0].rule_name: got 'Spike'; allowed: one of"),
     ({"alert": {"rules": [{"rule_name": "AnomalyTurbulence", "args": {"threshold": -1}}]}},

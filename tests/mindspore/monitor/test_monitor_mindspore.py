@@ -7,8 +7,11 @@ import json
 
 import mindspore as ms
 import numpy as np
+import pytest
 from mindspore import nn
 from monitor_reference import assert_close_to_reference, only_run_dir, read_rows
+
+from msprobe.core.config.errors import ConfigError
 
 CONFIG = {"xy_distribution": True, "wg_distribution": True, "mv_distribution": True, "param_distribution": True,
           "ops": ["min", "max", "norm", "mean", "zeros", "nans"], "format": "csv"}
@@ -69,3 +72,61 @@ def test_mindspore_metrics_equal_float64_numpy_and_training_is_unchanged(tmp_pat
     for step, (inputs, output) in activations.items():
         assert_close_to_reference(rows[(step, "2.input")], inputs)
         assert_close_to_reference(rows[(step, "2.output")], output)
+
+
+def _train_accumulating(net, steps: int, micro: int, config_path=None):
+    """``micro`` micro-batches a step, their gradients summed before one Adam update."""
+    from msprobe.mindspore import TrainerMon
+
+    optimizer = nn.Adam(net.trainable_params(), learning_rate=1e-2)
+    if config_path is not None:
+        TrainerMon(str(config_path)).set_monitor(net, optimizer, grad_acc_steps=micro)
+    loss_fn = nn.MSELoss()
+    grad_fn = ms.value_and_grad(lambda x, y: loss_fn(net(x), y), None, optimizer.parameters)
+    rng = np.random.default_rng(0)
+    losses = []
+    for _ in range(steps):
+        total = None
+        for _ in range(micro):
+            x, y = (ms.Tensor(rng.standard_normal(shape).astype(np.float32)) for shape in ((4, 6), (4, 3)))
+            loss, grads = grad_fn(x, y)
+            total = grads if total is None else tuple(a + b for a, b in zip(total, grads))
+            losses.append(loss.asnumpy().tobytes())
+        optimizer(total)
+    return losses, [p.asnumpy().tobytes() for p in net.trainable_params()]
+
+
+def test_mindspore_activation_gradients_per_micro_step(tmp_path, monkeypatch):
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps(CONFIG))
+    bare = _train_accumulating(_net(), 2, 2)
+    net, outputs, grads = _net(), [], []
+
+    def keep(cell, inputs, output):  # the test's own tensor hook on the same output: what reached it
+        outputs.append(output.asnumpy().copy())
+        output.register_hook(lambda grad: grads.append(grad.asnumpy().copy()))
+
+    net[2].register_forward_hook(keep)
+    assert _train_accumulating(net, 2, 2, config) == bare
+    run = only_run_dir(tmp_path / "out")
+    actv = {(int(r["step"]), int(r["micro_step"])): r for r in read_rows(run, "actv") if r["name"] == "2.output"}
+    actv_grad = {(int(r["step"]), int(r["micro_step"])): r for r in read_rows(run, "actv_grad")
+                 if r["name"] == "2.output"}
+    keys = [(step, micro) for step in range(2) for micro in range(2)]
+    assert sorted(actv) == sorted(actv_grad) == keys and len(grads) == 4
+    for key, output, grad in zip(keys, outputs, grads):
+        assert_close_to_reference(actv[key], output)
+        assert_close_to_reference(actv_grad[key], grad)
+    assert {r["name"] for r in read_rows(run, "actv_grad")} == {"0.output", "1.output", "2.output", ".output"}
+
+
+def test_pytorch_only_keys_are_reported_on_mindspore(tmp_path):
+    from msprobe.mindspore import TrainerMon
+
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"moe_distribution": True, "cc_distribution": {"enable": True}}))
+    with pytest.raises(ConfigError) as caught:
+        TrainerMon(str(config))
+    assert [str(p).split(";")[0] for p in caught.value.problems] == [
+        "moe_distribution: got True", "cc_distribution.enable: got True"]

@@ -18,11 +18,11 @@ SCRIPT = Path(__file__).parent / "scripts" / "monitor_ranks.py"
 CONFIG = dict(xy_distribution=True, wg_distribution=True, mv_distribution=True, format="csv")
 
 
-def _scenario(name: str):
+def _scenario(name: str, config: dict = CONFIG):
     @pytest.fixture(scope="module")
     def run(tmp_path_factory):
         out = tmp_path_factory.mktemp(name)
-        (out / "config.json").write_text(json.dumps(CONFIG))
+        (out / "config.json").write_text(json.dumps(config))
         result = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(SCRIPT),
              name, str(out)],
@@ -38,14 +38,22 @@ def _scenario(name: str):
 
 
 ddp, ddp_acc, fsdp2 = (_scenario(name) for name in ("ddp", "ddp_acc", "fsdp2"))
+ddp_cc = _scenario("ddp_cc", dict(CONFIG, cc_distribution={"enable": True, "cc_pre_hook": True}))
 
 
 def _rows(run_dir: Path, group: str, step: int = 0) -> dict[str, dict]:
     return {row["name"]: row for row in read_rows(run_dir, group) if int(row["step"]) == step}
 
 
+def _assert_rows_are(rows: dict[str, dict], tensors: dict[str, list], unchecked: set[str] = frozenset()) -> None:
+    """One row per observed tensor (and the ``unchecked`` names), each equal to float64 numpy of its tensor."""
+    assert set(rows) == set(tensors) | unchecked, sorted(rows)
+    for name, values in tensors.items():
+        assert_close_to_reference(rows[name], np.asarray(values))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("stack", ["ddp", "ddp_acc", "fsdp2"])
+@pytest.mark.parametrize("stack", ["ddp", "ddp_acc", "fsdp2", "ddp_cc"])
 def test_training_bit_identical_on_two_ranks(stack, request):
     observed, _ = request.getfixturevalue(stack)
     for rank in (0, 1):
@@ -84,10 +92,18 @@ def test_grad_accumulation_rows_per_micro_step(ddp_acc):
 def test_fsdp2_gradients_are_each_ranks_shard(fsdp2):
     observed, run_dirs = fsdp2
     for rank in (0, 1):
-        reduced = _rows(run_dirs[rank], "grad_reduced")
-        shards = observed[rank]["monitored"]["optimizer_grads"]
-        assert set(reduced) == set(shards)
-        for name, grad in shards.items():
-            assert_close_to_reference(reduced[name], np.asarray(grad))
+        _assert_rows_are(_rows(run_dirs[rank], "grad_reduced"), observed[rank]["monitored"]["optimizer_grads"])
         assert not list(run_dirs[rank].glob("grad_unreduced_*.csv"))  # FSDP2 reduce-scatters inside its hooks
         assert _rows(run_dirs[rank], "exp_avg")
+
+
+@pytest.mark.slow
+def test_collectives_of_the_loop_before_and_after(ddp_cc):
+    observed, run_dirs = ddp_cc
+    for rank in (0, 1):
+        rows = _rows(run_dirs[rank], "cc")
+        # the gather's output list before the call is uninitialised memory, not compared; DDP's bucketed all-reduce
+        # runs in C++ and is not seen
+        _assert_rows_are(rows, observed[rank]["monitored"]["collectives"], {"all_gather.0.pre_0", "all_gather.0.pre_1"})
+        assert rows["all_reduce.0.post"]["norm"] != rows["all_reduce.0.pre"]["norm"]
+        assert {int(r["step"]) for r in read_rows(run_dirs[rank], "cc")} == {0, 1, 2}

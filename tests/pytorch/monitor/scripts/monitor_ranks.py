@@ -3,8 +3,10 @@ writing what it observed to OUT/rank{R}.json for tests/pytorch/monitor/test_moni
 
 Arguments: SCENARIO OUT, SCENARIO one of ``ddp`` (DDP, one micro-batch a step), ``ddp_acc`` (DDP with
 two micro-batches a step, the first under ``no_sync``), ``fsdp2`` (``fully_shard`` on each layer and
-the model). Each trains a tiny LLaMA three AdamW steps bare and monitored (losses and parameters of
-both); the monitored run also records, independently of the monitor, each rank's local gradient of
+the model), ``ddp_cc`` (DDP, and collectives of the training loop's own: a loss all-reduce, an all-gather of a
+weight, an asynchronous all-reduce waited on; each one's tensors before and after recorded at step 0).
+Each trains a tiny LLaMA three AdamW steps bare and monitored (losses and parameters of both);
+the monitored run also records, independently of the monitor, each rank's local gradient of
 step 0 (a plain replica on the same micro-batches) and the gradient the optimizer saw.
 """
 
@@ -61,6 +63,28 @@ def local_grads(model, micro_batches) -> dict:
     return {name: p.grad.double().flatten().tolist() for name, p in replica.named_parameters()}
 
 
+def own_collectives(model, loss, seen: dict, record: bool) -> None:
+    """The loop's collectives: what each tensor held before and after, by the names the monitor's rows have."""
+    def keep(name, tensor):
+        if record:
+            seen[name] = tensor.double().flatten().tolist()
+
+    logged = loss.detach().clone() * (rank + 1)
+    keep("all_reduce.0.pre", logged)
+    dist.all_reduce(logged)
+    keep("all_reduce.0.post", logged)
+    weight = model.lm_head.weight.detach().clone() + rank
+    gathered = [torch.empty_like(weight) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, weight)
+    keep("all_gather.0.post_0", torch.cat([g.flatten() for g in gathered]))
+    keep("all_gather.0.post_1", weight)
+    pending = model.model.norm.weight.detach().clone() * (rank + 2)
+    keep("all_reduce.1.pre", pending)
+    work = dist.all_reduce(pending, async_op=True)
+    work.wait()
+    keep("all_reduce.1.post", pending)
+
+
 def train(monitored: bool) -> dict:
     model = llama()
     before = local_grads(model, local_batches()[0]) if monitored else None
@@ -79,7 +103,7 @@ def train(monitored: bool) -> dict:
                     seen[n] = grad.double().flatten().tolist()
 
         optimizer.register_step_pre_hook(capture)
-    losses = []
+    losses, collectives = [], {}
     for micro_batches in local_batches():
         for index, ids in enumerate(micro_batches):
             last = index == len(micro_batches) - 1
@@ -88,9 +112,12 @@ def train(monitored: bool) -> dict:
                 loss = wrapped(input_ids=ids, labels=ids).loss / MICRO
                 loss.backward()
             losses.append(loss.item())
+        if scenario == "ddp_cc":
+            own_collectives(model, loss, collectives, record=not collectives)
         optimizer.step()
         optimizer.zero_grad()
-    return {"losses": losses, "params": digest(model), "local_grads": before, "optimizer_grads": seen}
+    return {"collectives": collectives, "losses": losses, "params": digest(model), "local_grads": before,
+            "optimizer_grads": seen}
 
 
 os.environ["MONITOR_OUTPUT_DIR"] = str(out / "monitor")

@@ -47,7 +47,9 @@ class FieldReader:
         self.problems.append(Problem(self.path(key, index), value, allowed))
         self.invalid.add(key)
 
-    def _read(self, key: str, default, accept: Callable[[object], bool], allowed: str):
+    def checked(self, key: str, default, accept: Callable[[object], bool], allowed: str):
+        """``key``'s value when ``accept`` takes it; else ``default``, with the problem reported as ``allowed``
+        (absent or ``null``: ``default``, no problem). The typed reads below are this rule with a fixed test."""
         value = self.raw.get(key)
         if value is None:
             return default
@@ -57,24 +59,24 @@ class FieldReader:
         return value
 
     def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
-        return self._read(key, default, lambda v: isinstance(v, str) and v in choices, one_of(choices))
+        return self.checked(key, default, lambda v: isinstance(v, str) and v in choices, one_of(choices))
 
     def flag(self, key: str, default: bool) -> bool:
-        return self._read(key, default, lambda v: isinstance(v, bool), "true or false (a JSON boolean)")
+        return self.checked(key, default, lambda v: isinstance(v, bool), "true or false (a JSON boolean)")
 
     def optional_flag(self, key: str) -> bool | None:
         """A JSON boolean where absence means ``None`` (not given is not the same as ``false``)."""
-        return self._read(key, None, lambda v: isinstance(v, bool), "true or false (a JSON boolean)")
+        return self.checked(key, None, lambda v: isinstance(v, bool), "true or false (a JSON boolean)")
 
     def integer(self, key: str, default: int, accept: Callable[[int], bool], allowed: str) -> int:
-        return self._read(key, default, lambda v: is_int(v) and accept(v), allowed)
+        return self.checked(key, default, lambda v: is_int(v) and accept(v), allowed)
 
     def text(self, key: str, default: str, *, non_empty: bool = False) -> str:
         if non_empty:
-            return self._read(
+            return self.checked(
                 key, default, lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string"
             )
-        return self._read(key, default, lambda v: isinstance(v, str), "a string")
+        return self.checked(key, default, lambda v: isinstance(v, str), "a string")
 
     def optional_text(self, key: str) -> str | None:
         """A string where ``""`` (what 1.1.1's examples write for "not set") means ``None``."""

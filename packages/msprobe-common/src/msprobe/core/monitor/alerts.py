@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from msprobe.core.monitor.config import AlertRule
-from msprobe.core.monitor.records import MetricRow, StepMetrics
+from msprobe.core.monitor.records import StepMetrics
 from msprobe.core.services.fileio import atomic_write_text
 
 logger = logging.getLogger("msprobe")
@@ -56,15 +56,45 @@ class Alert:
         )
 
 
-def _fires(rule: AlertRule, value: float, history: deque) -> tuple[bool, float | None]:
-    if rule.name == "AnomalyNan":
-        beyond = rule.threshold is not None and math.isfinite(value) and abs(value) > rule.threshold
-        newly_infinite = math.isinf(value) and bool(history)  # a float mask holds -inf from the first step on
-        return math.isnan(value) or newly_infinite or beyond, None
-    if not math.isfinite(value) or len(history) < rule.min_history:
-        return False, None
-    mean = sum(history) / len(history)
-    return abs(value) > mean * (1 + rule.threshold), mean
+class _Histories:
+    """One rule's recent |values| of one op, for every metric at once: a ring of ``window`` values per metric
+    (slot), so a step's rows are judged in a few numpy operations rather than a Python call per row."""
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.slots: dict[tuple, int] = {}
+        self.values = np.zeros((0, window))
+        self.count = np.zeros(0, dtype=np.int64)
+        self.next = np.zeros(0, dtype=np.int64)
+
+    def slots_of(self, keys: list[tuple]) -> np.ndarray:
+        slots = self.slots
+        for key in keys:
+            if key not in slots:
+                slots[key] = len(slots)
+        grow = len(slots) - len(self.count)
+        if grow > 0:
+            self.values = np.vstack([self.values, np.zeros((grow, self.window))])
+            self.count = np.concatenate([self.count, np.zeros(grow, dtype=np.int64)])
+            self.next = np.concatenate([self.next, np.zeros(grow, dtype=np.int64)])
+        return np.fromiter((slots[key] for key in keys), dtype=np.int64, count=len(keys))
+
+    def record(self, slots: np.ndarray, values: np.ndarray) -> None:
+        """Append |value| of the finite values (a metric appears once per step: its slots are distinct)."""
+        keep = np.isfinite(values)
+        slots = slots[keep]
+        self.values[slots, self.next[slots]] = np.abs(values[keep])
+        self.next[slots] = (self.next[slots] + 1) % self.window
+        self.count[slots] = np.minimum(self.count[slots] + 1, self.window)
+
+
+def _fired(rule: AlertRule, values: np.ndarray, count: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        finite, magnitude = np.isfinite(values), np.abs(values)
+        if rule.name == "AnomalyNan":  # an infinite value only where the metric was finite before (float masks)
+            beyond = finite & (magnitude > rule.threshold) if rule.threshold is not None else False
+            return np.isnan(values) | (np.isinf(values) & (count > 0)) | beyond
+        return finite & (count >= rule.min_history) & (magnitude > mean * (1 + rule.threshold))
 
 
 class AlertTracker:
@@ -73,17 +103,31 @@ class AlertTracker:
     def __init__(self, rules: tuple[AlertRule, ...], directory: Path) -> None:
         self.rules = rules
         self.path = directory / ANOMALIES_FILE
-        self.history: dict[tuple, deque] = {}
+        self.history: dict[tuple, _Histories] = {}  # (rule number, op, window) -> its histories
         self.alerts: list[Alert] = []
 
     def check(self, metrics: StepMetrics) -> Alert | None:
-        columns = {op: index for index, op in enumerate(metrics.ops)}
-        watched = [(number, rule, op, columns[op]) for number, rule in enumerate(self.rules)
-                   for op in rule.ops if op in columns]
-        findings = [finding for row in sorted(metrics.rows, key=lambda r: r.order)
-                    for finding in self._check_row(row, watched)]
-        if not findings:
+        rows = sorted(metrics.rows, key=lambda r: r.order)
+        if not rows:
             return None
+        table = np.array([row.values for row in rows], dtype=np.float64)
+        keys = [(row.group, row.target, row.vpp_stage) for row in rows]
+        columns = {op: index for index, op in enumerate(metrics.ops)}
+        fired: list[tuple[int, int, str, AlertRule, float | None]] = []  # (row, watch, op, rule, mean)
+        watches = [(number, rule, op) for number, rule in enumerate(self.rules) for op in rule.ops if op in columns]
+        for watch, (number, rule, op) in enumerate(watches):
+            histories = self.history.setdefault((number, op, rule.window), _Histories(rule.window))
+            slots, values = histories.slots_of(keys), table[:, columns[op]]
+            count = histories.count[slots]
+            mean = histories.values[slots].sum(axis=1) / np.maximum(count, 1)
+            for index in np.flatnonzero(_fired(rule, values, count, mean)):
+                turbulence = rule.name == "AnomalyTurbulence"
+                fired.append((int(index), watch, op, rule, float(mean[index]) if turbulence else None))
+            histories.record(slots, values)
+        if not fired:
+            return None
+        findings = [Finding(rows[i].group, rows[i].name, rows[i].micro_step, op, float(table[i, columns[op]]), mean,
+                            rule.name) for i, _, op, rule, mean in sorted(fired, key=lambda f: (f[0], f[1]))]
         alert = Alert(
             metrics.step, metrics.rank, findings[0], len(findings),
             tuple(f"{f.group} {f.name} {f.op}" for f in findings[1:6]),
@@ -92,19 +136,3 @@ class AlertTracker:
         logger.warning(alert.message())
         atomic_write_text(self.path, json.dumps([asdict(a) for a in self.alerts], indent=1, allow_nan=True))
         return alert
-
-    def _check_row(self, row: MetricRow, watched: list) -> list[Finding]:
-        found = []
-        target = row.target
-        for number, rule, op, column in watched:
-            value = row.values[column]
-            key = (number, row.group, target, op)
-            history = self.history.get(key)
-            if history is None:
-                history = self.history[key] = deque(maxlen=rule.window)
-            fired, mean = _fires(rule, value, history)
-            if fired:
-                found.append(Finding(row.group, row.name, row.micro_step, op, value, mean, rule.name))
-            if math.isfinite(value):
-                history.append(abs(value))
-        return found

@@ -39,7 +39,9 @@ def labelled(name: str, tag: str, tensors: list[Any]) -> list[tuple[str, Any]]:
 
 
 class ReductionBuffer(Protocol):
-    def add(self, tensors: Sequence[Any]) -> list[Pending]: ...
+    def add(self, tensors: Sequence[Any], reuse: bool = True) -> list[Pending]: ...
+
+    def add_reduced(self, block: Any, shape: tuple[int, ...], dtype: str) -> list[Pending]: ...
 
     def transfer(self) -> np.ndarray: ...
 
@@ -64,15 +66,25 @@ class StepCollector:
         self.keys: set[tuple] = set()
         self.failed = failed  # the run's: a source that failed once stays out
 
-    def add(self, group: str, named: list[tuple[str, Any]], micro_step: int | None, vpp: int = 0) -> None:
+    def add(self, group: str, named: list[tuple[str, Any]], micro_step: int | None, vpp: int = 0,
+            reuse: bool = True) -> None:
         """Queue each named tensor once per step and micro-step: under activation checkpointing the inputs of a
-        checkpointed region get gradient hooks twice (first pass and recomputation), and both fire."""
+        checkpointed region get gradient hooks twice (first pass and recomputation), and both fire. ``reuse``
+        False: reduce the tensors again even if seen before (a collective writes its result in place without
+        a new tensor version)."""
         named = [(name, t) for name, t in named if (group, name, micro_step, vpp) not in self.keys]
         if not named:
             return
         self.keys.update((group, name, micro_step, vpp) for name, _ in named)
-        places = self.buffer.add([tensor for _, tensor in named])
+        places = self.buffer.add([tensor for _, tensor in named], reuse)
         self.queued.extend(Queued(group, name, micro_step, place, vpp) for (name, _), place in zip(named, places))
+
+    def add_reduced(self, group: str, names: list[str], block: Any, shape: tuple[int, ...], dtype: str,
+                    micro_step: int | None, vpp: int = 0) -> None:
+        """Queue rows whose reductions the framework computed itself, ``block[i]`` for ``names[i]`` (per-element
+        values already divided: several rows drawn from one tensor, such as an MoE layer's experts)."""
+        places = self.buffer.add_reduced(block, shape, dtype)
+        self.queued.extend(Queued(group, name, micro_step, place, vpp) for name, place in zip(names, places))
 
     def alias(self, group: str, source_group: str) -> None:
         """Rows of ``group`` with the values already queued for ``source_group`` (gradients that no reduce changed)."""
@@ -89,12 +101,13 @@ class StepCollector:
     def rows(self) -> tuple[MetricRow, ...]:
         """The step's rows on the host (the one transfer of the step); the collector is empty afterwards."""
         values = self.buffer.transfer()
+        queued = self.queued
+        indices = np.fromiter((q.place.index for q in queued), dtype=np.int64, count=len(queued))
+        numel = np.fromiter((q.place.numel for q in queued), dtype=np.float64, count=len(queued))
+        table = finish(self.ops, self.reductions, values[indices], numel).tolist()
         rows = tuple(
-            MetricRow(
-                q.group, q.name, q.micro_step, finish(self.ops, self.reductions, values[q.place.index], q.place.numel),
-                q.place.shape, q.place.dtype, order, q.vpp_stage,
-            )
-            for order, q in enumerate(self.queued)
+            MetricRow(q.group, q.name, q.micro_step, tuple(line), q.place.shape, q.place.dtype, order, q.vpp_stage)
+            for order, (q, line) in enumerate(zip(queued, table))
         )
         self.queued, self.keys = [], set()
         return rows

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -31,7 +32,7 @@ UNSUPPORTED_WHEN_ON = (
 )
 KNOWN = (
     "targets", "xy_distribution", "forward_only", "backward_only", "wg_distribution", "mv_distribution",
-    "param_distribution", "cc_distribution", "ops", "eps", "ndigits", "start_step", "step_interval",
+    "param_distribution", "cc_distribution", "moe_distribution", "ops", "eps", "ndigits", "start_step", "step_interval",
     "collect_times", "format", "alert", "dynamic_on", "module_ranks", "step_count_per_record", *UNSUPPORTED_WHEN_ON,
 )
 CC_KEYS = ("enable", "cc_codeline", "cc_pre_hook", "cc_log_only")
@@ -56,6 +57,18 @@ DEFAULT_RULES = (
 
 
 @dataclass(frozen=True)
+class CcConfig:
+    """``cc_distribution``: statistics of the tensors passed to torch.distributed's collectives. ``codeline``:
+    regular expressions, a call is measured only when its call stack matches one (empty: every call);
+    ``pre_hook``: the inputs before the collective too; ``log_only``: only the call stacks, no statistics."""
+
+    enable: bool = False
+    codeline: tuple[str, ...] = ()
+    pre_hook: bool = False
+    log_only: bool = False
+
+
+@dataclass(frozen=True)
 class MonitorConfig:
     """A checked configuration; ``targets`` empty means every module."""
 
@@ -66,7 +79,8 @@ class MonitorConfig:
     wg_distribution: bool = False
     mv_distribution: bool = False
     param_distribution: bool = False
-    cc_distribution: bool = False
+    cc_distribution: CcConfig = CcConfig()
+    moe_distribution: bool = False
     ops: tuple[str, ...] = ("norm",)  # upstream's default op too
     eps: float = 1e-8
     ndigits: int = 6
@@ -83,7 +97,8 @@ class MonitorConfig:
 
     @property
     def any_metric(self) -> bool:
-        return self.xy_distribution or self.wg_distribution or self.mv_distribution or self.param_distribution
+        return (self.xy_distribution or self.wg_distribution or self.mv_distribution or self.param_distribution
+                or self.moe_distribution or self.cc_distribution.enable)
 
     def collects(self, step: int, collected: int) -> bool:
         """Whether ``step`` is monitored, ``collected`` monitored steps having been taken already."""
@@ -124,7 +139,7 @@ def parse_monitor_config(raw: object, file: str | None = None) -> MonitorConfig:
             reader.report(key, raw[key], "false or absent (upstream-only feature, not built in this msprobe)")
     flags = {key: reader.flag(key, False) for key in (
         "xy_distribution", "forward_only", "backward_only", "wg_distribution", "mv_distribution",
-        "param_distribution")}
+        "param_distribution", "moe_distribution")}
     if flags["forward_only"] and flags["backward_only"]:
         reader.report("backward_only", True, "false when forward_only is true (they exclude each other)")
     defaults = MonitorConfig()
@@ -150,31 +165,32 @@ def parse_monitor_config(raw: object, file: str | None = None) -> MonitorConfig:
     return config
 
 
-def _checked(reader: FieldReader, key: str, default, accept, allowed: str):
-    """``key``'s value when ``accept`` takes it, else the default with the problem reported (FieldReader's rule)."""
-    return reader._read(key, default, accept, allowed)
-
-
 def _targets(reader: FieldReader) -> tuple[str, ...]:
     allowed = "an object: module name -> what to watch ({} for every module)"
-    return tuple(_checked(reader, "targets", {}, lambda v: isinstance(v, Mapping), allowed))
+    return tuple(reader.checked("targets", {}, lambda v: isinstance(v, Mapping), allowed))
 
 
-def _cc(reader: FieldReader) -> bool:
+def _cc(reader: FieldReader) -> CcConfig:
     value = reader.raw.get("cc_distribution")
     if value is None:
-        return False
+        return CcConfig()
     if not isinstance(value, Mapping):
         reader.report("cc_distribution", value, 'an object such as {"enable": false}')
-        return False
+        return CcConfig()
     sub = FieldReader(value, prefix="cc_distribution.")
     for key in value:
         if key not in CC_KEYS:
             sub.report(key, value[key], "one of " + ", ".join(CC_KEYS))
-    if sub.flag("enable", False):
-        sub.report("enable", True, "false (collective statistics are not built in this msprobe yet)")
+    codeline = sub.names("cc_codeline")
+    for index, pattern in enumerate(codeline):
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            sub.report("cc_codeline", pattern, f"a regular expression ({error})", index)
+    config = CcConfig(sub.flag("enable", False), codeline, sub.flag("cc_pre_hook", False),
+                      sub.flag("cc_log_only", False))
     reader.problems.extend(sub.problems)
-    return False
+    return config
 
 
 def _ops(reader: FieldReader) -> tuple[str, ...]:
@@ -198,7 +214,7 @@ def _positive_number(reader: FieldReader, key: str, default: float) -> float:
     def accept(v: object) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
-    return float(_checked(reader, key, default, accept, "a finite number > 0"))
+    return float(reader.checked(key, default, accept, "a finite number > 0"))
 
 
 def _formats(reader: FieldReader) -> tuple[str, ...]:
@@ -216,7 +232,7 @@ def _ranks(reader: FieldReader) -> tuple[int, ...]:
     def accept(value: object) -> bool:
         return isinstance(value, list) and all(is_int(v) and v >= 0 for v in value)
 
-    return tuple(_checked(reader, "module_ranks", [], accept, "a list of ranks (integers >= 0); empty: every rank"))
+    return tuple(reader.checked("module_ranks", [], accept, "a list of ranks (integers >= 0); empty: every rank"))
 
 
 def _alert(reader: FieldReader) -> dict:
@@ -267,4 +283,5 @@ def _rule(reader: FieldReader, index: int, spec: object) -> AlertRule | None:
     return AlertRule(name, threshold, tuple(ops) or ("norm",), window)
 
 
-__all__ = ["ConfigError", "MonitorConfig", "AlertRule", "Problem", "load_monitor_config", "parse_monitor_config"]
+__all__ = ["ConfigError", "CcConfig", "MonitorConfig", "AlertRule", "Problem", "load_monitor_config",
+           "parse_monitor_config"]

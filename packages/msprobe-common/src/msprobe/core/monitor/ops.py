@@ -17,21 +17,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 REDUCTIONS = ("min", "max", "norm", "sum", "zeros", "nans")
 
 
 @dataclass(frozen=True)
 class Op:
     reduction: str
-    finish: Callable[[float, int], float]
+    finish: Callable[[np.ndarray, np.ndarray], np.ndarray]  # a column of reductions, the numels -> the values
 
 
-def _same(value: float, numel: int) -> float:
-    return value
+def _same(values: np.ndarray, numel: np.ndarray) -> np.ndarray:
+    return values
 
 
-def _per_element(value: float, numel: int) -> float:
-    return value / numel if numel else float("nan")
+def _per_element(values: np.ndarray, numel: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(numel > 0, values / np.maximum(numel, 1), np.nan)
 
 
 OPS = {
@@ -53,7 +56,10 @@ def reductions_for(ops: Sequence[str]) -> tuple[str, ...]:
     return tuple(r for r in REDUCTIONS if r in needed)
 
 
-def finish(ops: Sequence[str], reductions: Sequence[str], raw: Sequence[float], numel: int) -> tuple[float, ...]:
-    """The value of each op from one tensor's row of reductions."""
+def finish(ops: Sequence[str], reductions: Sequence[str], raw: np.ndarray, numel: np.ndarray) -> np.ndarray:
+    """``[rows, ops]``: each op's value from the rows' reductions (``raw``, ``[rows, reductions]``), all rows at
+    once (a monitored step has hundreds: a Python call per value cost a millisecond a step)."""
     column = {name: index for index, name in enumerate(reductions)}
-    return tuple(OPS[op].finish(float(raw[column[OPS[op].reduction]]), numel) for op in ops)
+    if not len(raw):
+        return np.empty((0, len(ops)))
+    return np.stack([OPS[op].finish(raw[:, column[OPS[op].reduction]], numel) for op in ops], axis=1)

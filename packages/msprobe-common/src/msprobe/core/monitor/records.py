@@ -9,8 +9,11 @@ ACTV, ACTV_GRAD = "actv", "actv_grad"
 GRAD_UNREDUCED, GRAD_REDUCED = "grad_unreduced", "grad_reduced"
 EXP_AVG, EXP_AVG_SQ = "exp_avg", "exp_avg_sq"
 PARAM_ORIGIN, PARAM_UPDATED = "param_origin", "param_updated"
-GROUPS = (ACTV, ACTV_GRAD, GRAD_UNREDUCED, GRAD_REDUCED, EXP_AVG, EXP_AVG_SQ, PARAM_ORIGIN, PARAM_UPDATED)
-MICRO_STEP_GROUPS = (ACTV, ACTV_GRAD)
+EXPERT_LOAD = "expert_load"  # tokens routed to each expert of an MoE layer (docs/monitor.md#moe-models)
+CC = "cc"  # the tensors passed to torch.distributed's collectives
+GROUPS = (ACTV, ACTV_GRAD, GRAD_UNREDUCED, GRAD_REDUCED, EXP_AVG, EXP_AVG_SQ, PARAM_ORIGIN, PARAM_UPDATED,
+          EXPERT_LOAD, CC)
+MICRO_STEP_GROUPS = (ACTV, ACTV_GRAD, EXPERT_LOAD)
 
 
 @dataclass(frozen=True)

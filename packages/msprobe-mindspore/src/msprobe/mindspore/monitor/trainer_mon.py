@@ -6,9 +6,10 @@ A MindSpore optimizer is a ``Cell`` called with the gradient tuple (``optimizer(
 the parameters before the update; a forward hook, run when the update returned, reads Adam's moments
 (``moment1``/``moment2``, written as upstream's ``exp_avg``/``exp_avg_sq``) and the updated parameters,
 and ends the step: one host transfer, then the writers and alerts shared with PyTorch. Activations come
-from forward hooks on the watched cells. Activation gradients are not collected on MindSpore yet (a
-cell backward hook wraps the cell in an identity node, which changes what a dump and the user's graph
-see). Cell hooks run in PyNative mode only.
+from forward hooks on the watched cells; activation gradients from tensor hooks those forward hooks put on
+the cells' outputs (not a cell backward hook, which wraps the cell in an identity node and changes what a
+dump and the user's graph see), each row carrying the micro-batch it belongs to. Cell hooks run in
+PyNative mode only.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ import numpy as np
 
 import mindspore as ms
 from mindspore import ops
+from msprobe.core.config.errors import ConfigError, Problem
 from msprobe.core.monitor.collector import Pending, StepCollector, labelled
 from msprobe.core.monitor.config import check_set_monitor_arguments
 from msprobe.core.monitor.records import (
     ACTV,
+    ACTV_GRAD,
     EXP_AVG,
     EXP_AVG_SQ,
     GRAD_REDUCED,
@@ -67,7 +70,8 @@ class StepBuffer:
         }
         return ops.stack([parts[name]().astype(ms.float64) for name in self.reductions])
 
-    def add(self, tensors: Sequence) -> list[Pending]:
+    def add(self, tensors: Sequence, reuse: bool = True) -> list[Pending]:
+        """Queue ``tensors``' reductions (no memo here: every tensor is reduced, ``reuse`` or not)."""
         self.blocks.append(ops.stack([self._row(t) for t in tensors]))
         places = [Pending(self.count + i, int(t.size), tuple(t.shape), str(t.dtype)) for i, t in enumerate(tensors)]
         self.count += len(tensors)
@@ -78,10 +82,20 @@ class StepBuffer:
         return ops.cat(blocks).asnumpy() if blocks else np.empty((0, len(self.reductions)))
 
 
+def _check_built_here(run: MonitorRun) -> None:
+    """The keys only the PyTorch monitor implements, reported before training rather than ignored."""
+    config, allowed = run.config, "false on MindSpore (built for PyTorch only, docs/monitor.md#mindspore)"
+    problems = [Problem(key, True, allowed) for key, on in (
+        ("moe_distribution", config.moe_distribution), ("cc_distribution.enable", config.cc_distribution.enable)) if on]
+    if problems:
+        raise ConfigError(problems, file=run.path)
+
+
 class TrainerMon:
     def __init__(self, config_file_path, process_group=None, params_have_main_grad=True, opt_ty=None) -> None:
         self.rank = current_rank() or 0
         self.run = MonitorRun(config_file_path, self.rank)
+        _check_built_here(self.run)
         self.process_group, self.opt_ty = process_group, opt_ty
         self.step = 0
         self.collector: StepCollector | None = None
@@ -89,11 +103,15 @@ class TrainerMon:
         self.failed: set[str] = set()  # metric sources left out after an error, for the whole run
         self.optimizer = None
         self.cells: list = []
+        self.forwards = 0  # calls of the model since the last optimizer call: the micro-batches begun
+        self.grad_acc_steps = 1
 
     def set_monitor(self, model, optimizer, grad_acc_steps=1, tp_group=None, dp_group=None, start_iteration=0):
-        """``grad_acc_steps`` is checked and not used yet: activations are counted per step, not per micro-batch."""
+        """Micro-batches are counted by the calls of ``model`` between two optimizer calls (PyNative runs a
+        micro-batch's backward right after its forward)."""
         check_set_monitor_arguments(grad_acc_steps, start_iteration)
-        self.step = start_iteration
+        self.step, self.grad_acc_steps = start_iteration, grad_acc_steps
+        model.register_forward_pre_hook(self._count_forward)
         self.optimizer = optimizer
         targets = set(self.run.config.targets)
         self.cells = [(name, cell) for name, cell in model.cells_and_names() if not targets or name in targets]
@@ -105,30 +123,56 @@ class TrainerMon:
     def monitoring(self) -> bool:
         return bool(self.handles)
 
+    @property
+    def micro_step(self) -> int:
+        """The micro-batch being run, 0-based, as upstream counts it (modulo ``grad_acc_steps``)."""
+        return max(self.forwards - 1, 0) % self.grad_acc_steps
+
+    def _count_forward(self, cell, inputs) -> None:
+        self.forwards += 1
+
     def _switch(self) -> None:
         config = self.run.config
         if self.run.done():
             for handle in self.handles:
                 handle.remove()
             self.handles = []
-        elif not self.handles and config.xy_distribution and not config.backward_only:
+        elif not self.handles and config.xy_distribution:
             self.handles = [cell.register_forward_hook(self._forward_hook(name)) for name, cell in self.cells]
         buffer = StepBuffer(self.run.reductions, config.eps)
         self.collector = StepCollector(config.ops, self.run.reductions, buffer, self.failed) if self.run.collects(
             self.step) else None
 
     def _forward_hook(self, name: str):
+        config = self.run.config
+        forward, backward = not config.backward_only, not config.forward_only
+
         def hook(cell, inputs, outputs):
             collector = self.collector
             if collector is None or not cell.training or name in collector.failed:
                 return
             try:
-                named = (labelled(name, "input", _tensors(inputs))
-                         + labelled(name, "output", _tensors(outputs)))
-                if named:
-                    collector.add(ACTV, named, 0)
+                micro, outs = self.micro_step, labelled(name, "output", _tensors(outputs))
+                named = labelled(name, "input", _tensors(inputs)) + outs
+                if forward and named:
+                    collector.add(ACTV, named, micro)
+                for label, tensor in outs if backward else ():
+                    tensor.register_hook(self._grad_hook(label, micro))
             except Exception as error:
                 collector.guard(name, error)
+
+        return hook
+
+    def _grad_hook(self, label: str, micro: int):
+        """A tensor hook on an output: the gradient reaching it, read and left unchanged (the hook returns None)."""
+        def hook(grad):
+            collector = self.collector
+            if collector is None or not measurable(grad) or label in collector.failed:
+                return
+            try:
+                collector.add(ACTV_GRAD, [(label, grad)], micro)
+            except Exception as error:
+                collector.guard(label, error)
 
         return hook
 
@@ -165,6 +209,6 @@ class TrainerMon:
                 self.run.write(StepMetrics(self.step, self.rank, config.ops, self.collector.rows()))
         except Exception as error:
             logger.warning("monitor: step %d not written: %s: %s", self.step, type(error).__name__, error)
-        self.step += 1
+        self.step, self.forwards = self.step + 1, 0
         self.run.reload_if_changed()
         self._switch()

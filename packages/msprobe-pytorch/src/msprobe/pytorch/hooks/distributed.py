@@ -3,7 +3,7 @@ collecting (their handle puts the originals back).
 
 A collective writes into its tensor arguments, so the sink gets the inputs before the call and, as the
 output, the tensor arguments as the call left them; an asynchronous one is recorded when the user waits on
-its work (:class:`RecordedWork`), never earlier. DDP's C++ reducer never reaches these wrappers:
+its work (:func:`recorded_work`), never earlier. DDP's C++ reducer never reaches these wrappers:
 :func:`ddp_bucket_hook` is the opt-in comm hook for its gradient buckets. A collective a reentrant
 checkpoint repeats is not recorded again (``recorder.py``). The rules: docs/pytorch/distributed.md#collectives.
 """
@@ -11,6 +11,7 @@ checkpoint repeats is not recorded again (``recorder.py``). The rules: docs/pyto
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -53,7 +54,7 @@ def _wrapper(recorder: Recorder, api: str, original: Any) -> Any:
         with recorder.pause():  # torch code inside the collective is not the user's
             result = original(*args, **kwargs)
         if isinstance(result, _Work):
-            return RecordedWork(result, recorder, pending, _written(args, kwargs))
+            return recorded_work(result, recorder, pending, _written(args, kwargs))
         recorder.finish(pending, _written(args, kwargs))
         return result
 
@@ -63,24 +64,22 @@ def _wrapper(recorder: Recorder, api: str, original: Any) -> Any:
 _Work: Any = dist.Work if dist.is_available() else object  # a build without distributed has no collectives
 
 
-class RecordedWork(_Work):
-    """The work of an asynchronous collective: recorded under its own entry when ``wait()`` returns,
-    with the tensors as the collective left them. A ``dist.Work`` itself (FSDP2 waits only on values
-    that are), delegating everything to the real work. Work that is never waited on while collecting
-    is not recorded: nothing tells when its tensors hold the result."""
+class WaitedWork(_Work):
+    """The work of an asynchronous collective that calls ``on_wait`` once, when ``wait()`` returns (the
+    collective's result is defined only then). A ``dist.Work`` itself (FSDP2 waits only on values that
+    are), delegating everything to the real work. Shared by the dump (:func:`recorded_work`) and the
+    training-state monitor's ``cc_distribution``."""
 
-    def __init__(self, work: Any, recorder: Recorder, pending: Pending, tensors: list) -> None:
+    def __init__(self, work: Any, on_wait: Callable[[], None]) -> None:
         super().__init__()
         self._work = work
-        self._record: tuple[Recorder, Pending, list] | None = (recorder, pending, tensors)
+        self._on_wait: Callable[[], None] | None = on_wait
 
     def wait(self, *args: Any, **kwargs: Any) -> bool:
         done = self._work.wait(*args, **kwargs)
-        record, self._record = self._record, None  # once: a second wait records nothing
-        if record is not None:
-            recorder, pending, tensors = record
-            if recorder.active:  # not after stop(): that step's files are closed
-                recorder.finish(pending, tensors)
+        on_wait, self._on_wait = self._on_wait, None  # once: a second wait records nothing
+        if on_wait is not None:
+            on_wait()
         return done
 
     def is_completed(self) -> bool:
@@ -106,6 +105,17 @@ class RecordedWork(_Work):
 
     def block_current_stream(self) -> None:
         self._work.block_current_stream()
+
+
+def recorded_work(work: Any, recorder: Recorder, pending: Pending, tensors: list) -> WaitedWork:
+    """The dump's asynchronous collective: recorded under its own entry when ``wait()`` returns, with the
+    tensors as the collective left them. Work never waited on while collecting is not recorded: nothing
+    tells when its tensors hold the result."""
+    def record() -> None:
+        if recorder.active:  # not after stop(): that step's files are closed
+            recorder.finish(pending, tensors)
+
+    return WaitedWork(work, record)
 
 
 def ddp_bucket_hook(recorder: Recorder) -> Any:

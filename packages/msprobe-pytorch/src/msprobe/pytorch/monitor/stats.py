@@ -61,6 +61,8 @@ def group_reductions(tensors: Sequence[torch.Tensor], reductions: Sequence[str],
         columns["zeros"] = torch.stack([torch.count_nonzero(t.abs() < eps) for t in values])
     if "nans" in reductions:
         columns["nans"] = _nan_counts(values, columns.get("norm"))
+    if len(reductions) == 1:  # the default, norm only
+        return columns[reductions[0]].to(torch.float64).unsqueeze(1)
     return torch.stack([columns[name].to(torch.float64) for name in reductions], dim=1)
 
 
@@ -74,13 +76,14 @@ class StepBuffer:
         self.count = 0
         self.seen: dict[int, tuple[weakref.ref, int, Pending]] = {}
 
-    def add(self, tensors: Sequence[torch.Tensor]) -> list[Pending]:
-        """Queue ``tensors`` (all measurable) for reduction; their places in the transfer, in order. When the
-        reduction raises, nothing is queued: the rows already queued keep their places."""
+    def add(self, tensors: Sequence[torch.Tensor], reuse: bool = True) -> list[Pending]:
+        """Queue ``tensors`` (all measurable) for reduction; their places in the transfer, in order (``reuse``:
+        a tensor already reduced this step, unchanged since, keeps its place). When the reduction raises,
+        nothing is queued: the rows already queued keep their places."""
         fresh: dict[int, tuple[torch.Tensor, Pending]] = {}
         places: list[Pending] = []
         for tensor in tensors:
-            place = self._known(tensor) or (fresh[id(tensor)][1] if id(tensor) in fresh else None)
+            place = (self._known(tensor) if reuse else None) or (fresh[id(tensor)][1] if id(tensor) in fresh else None)
             if place is None:
                 place = Pending(self.count + len(fresh), tensor.numel(), tuple(tensor.shape), str(tensor.dtype))
                 fresh[id(tensor)] = (tensor, place)
@@ -90,6 +93,13 @@ class StepBuffer:
             self.count += len(fresh)
             for tensor, place in fresh.values():
                 self.seen[id(tensor)] = (weakref.ref(tensor), tensor._version, place)
+        return places
+
+    def add_reduced(self, block: torch.Tensor, shape: tuple[int, ...], dtype: str) -> list[Pending]:
+        """Queue a ``[n, reductions]`` block computed elsewhere (per-element values already divided: numel 1)."""
+        places = [Pending(self.count + index, 1, shape, dtype) for index in range(block.shape[0])]
+        self.blocks.append(block.to(torch.float64))
+        self.count += block.shape[0]
         return places
 
     def _known(self, tensor: torch.Tensor) -> Pending | None:

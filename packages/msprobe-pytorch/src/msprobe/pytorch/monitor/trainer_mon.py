@@ -9,11 +9,14 @@ Weight gradients are read before the data-parallel reduce (``grad_unreduced``: e
 post-accumulate hook on the last micro-batch, when a DDP model or ``dp_group`` reduces them) and after it
 (``grad_reduced``: at ``optimizer.step()``); without a reduce the two are the same values, computed once.
 Under FSDP2 only the reduced gradient exists outside its hooks: ``grad_reduced`` holds each rank's shard.
+With ``moe_distribution`` the fused experts modules get a hook of their own (:mod:`.moe`); with
+``cc_distribution`` torch.distributed's collectives are wrapped while monitoring is on (:mod:`.collectives`).
 Nothing here changes a tensor of the run: hooks read and return ``None``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 
 import torch
@@ -33,7 +36,10 @@ from msprobe.core.monitor.records import (
     StepMetrics,
 )
 from msprobe.core.monitor.run import MonitorRun
+from msprobe.core.services.fileio import atomic_write_text
 from msprobe.pytorch.monitor.collect import ModuleWatch
+from msprobe.pytorch.monitor.collectives import CC_STACKS_FILE, CollectiveWatch
+from msprobe.pytorch.monitor.moe import ExpertWatch, is_fused_experts
 from msprobe.pytorch.monitor.stats import StepBuffer, measurable
 from msprobe.pytorch.rank import current_rank
 
@@ -81,9 +87,11 @@ class TrainerMon:
         self.handles: list = []
         self.failed: set[str] = set()  # metric sources left out after an error, for the whole run
         self.params: list = []  # (vpp, name, parameter) watched, listed when the hooks go on
+        self.expert_params: list = []  # (vpp, name, parameter) of fused experts' 3-D weights (moe_distribution)
         self.models: list[nn.Module] = []
         self.optimizer = None
         self.alert_dump = None  # the PrecisionDebugger an alert armed for the step after it
+        self.collectives: CollectiveWatch | None = None
 
     # -- public API (upstream's) -------------------------------------------------------------------
     def set_monitor(self, model, optimizer, grad_acc_steps=1, tp_group=None, dp_group=None, start_iteration=0):
@@ -128,6 +136,15 @@ class TrainerMon:
                 if not targets or name in targets:
                     yield vpp, name, module
 
+    def _experts(self):
+        """(vpp, name, module) of the fused experts modules in the watched modules, each once."""
+        seen = set()
+        for vpp, prefix, module in self._watched():
+            for name, sub in module.named_modules(prefix=prefix):
+                if id(sub) not in seen and is_fused_experts(sub):
+                    seen.add(id(sub))
+                    yield vpp, name, sub
+
     def _switch(self) -> None:
         """Hooks on while monitoring can still collect a step, every hook off once it cannot."""
         if self.run.done():
@@ -144,10 +161,21 @@ class TrainerMon:
     def _install_hooks(self) -> None:
         config = self.run.config
         self.params = list(self._parameters())
+        self.expert_params = []
         if config.xy_distribution:
             watch = ModuleWatch(self, lambda: self.collector, not config.backward_only, not config.forward_only)
             for vpp, name, module in self._watched():
                 self.handles.append(module.register_forward_hook(watch.hook(name, vpp), with_kwargs=True))
+        if config.moe_distribution:
+            watch = ExpertWatch(self, lambda: self.collector)
+            for vpp, name, module in self._experts():
+                self.handles.append(module.register_forward_hook(
+                    watch.hook(name, module.num_experts, vpp), with_kwargs=True))
+                self.expert_params.extend((vpp, f"{name}.{key}", p) for key, p in module.named_parameters(recurse=False)
+                                          if p.requires_grad and p.dim() == 3 and p.shape[0] == module.num_experts)
+        if config.cc_distribution.enable:
+            self.collectives = CollectiveWatch(lambda: self.collector, config.cc_distribution)
+            self.handles.append(self.collectives.install())
         if config.wg_distribution and self.reduced_apart:
             for vpp, name, param in self.params:
                 self.handles.append(param.register_post_accumulate_grad_hook(self._unreduced_hook(name, vpp)))
@@ -215,12 +243,26 @@ class TrainerMon:
         except Exception as error:
             collector.guard(group, error)
 
+    def _add_expert_gradients(self) -> None:
+        """``moe_distribution``: each expert's slice of a fused experts weight's gradient, ``{weight}.expert_{e}``
+        (an idle expert's is zero). Under expert parallelism the slices are this rank's local experts."""
+        collector = self.collector
+        try:
+            for vpp, name, param in self.expert_params:
+                grad = self._grad(param)
+                if measurable(grad):
+                    named = [(f"{name}.expert_{e}", part) for e, part in enumerate(grad.unbind(0))]
+                    collector.add(GRAD_REDUCED, named, None, vpp)
+        except Exception as error:
+            collector.guard(GRAD_REDUCED, error)
+
     def _before_optimizer_step(self) -> None:
         if self.collector is None:
             return
         config = self.run.config
         if config.wg_distribution:
             self._add_parameter_group(GRAD_REDUCED, self._grad)
+            self._add_expert_gradients()
             if not self.reduced_apart and not self.sharded:
                 self.collector.alias(GRAD_UNREDUCED, GRAD_REDUCED)
         if config.param_distribution:
@@ -264,5 +306,9 @@ class TrainerMon:
         if config.param_distribution:
             self._add_parameter_group(PARAM_UPDATED, lambda p: _local(p.detach()))
         rows = collector.rows()
-        return self.run.write(StepMetrics(self.step, self.rank, config.ops, rows))
+        alert = self.run.write(StepMetrics(self.step, self.rank, config.ops, rows))
+        if self.collectives is not None and config.cc_distribution.log_only:
+            stacks = json.dumps(self.collectives.stacks_by_op(), indent=1)
+            atomic_write_text(self.run.directory / CC_STACKS_FILE, stacks)
+        return alert
 
