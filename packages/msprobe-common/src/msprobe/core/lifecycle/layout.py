@@ -32,14 +32,21 @@ _STEP_DIR = re.compile(r"step(\d+)")
 _LISTED_MOVES = 3
 
 
-def rank_dir_name(rank: int | None) -> str:
-    """``rank{R}``, or a bare ``rank`` without a process group (as msprobe 1.1.1 names it)."""
-    return "rank" if rank is None else f"rank{rank}"
+DUMP_FORMATS = ("1.1.1", "26")  # config.json's dump_format (docs/dump_format.md#directory-layout)
+DEFAULT_DUMP_FORMAT = "1.1.1"
 
 
-def step_dir(dump_path: str | os.PathLike, step: int, rank: int | None) -> Path:
-    """``{dump_path}/step{N}/rank{R}``; without a process group the rank directory is a bare ``rank``."""
-    return Path(dump_path) / f"step{step}" / rank_dir_name(rank)
+def rank_dir_name(rank: int | None, dump_format: str = DEFAULT_DUMP_FORMAT) -> str:
+    """``rank{R}``; without a process group a bare ``rank`` (msprobe 1.1.1's name) or, with dump_format
+    ``26``, ``proc{pid}`` (msprobe 26.2.0's)."""
+    if rank is not None:
+        return f"rank{rank}"
+    return f"proc{os.getpid()}" if dump_format == "26" else "rank"
+
+
+def step_dir(dump_path: str | os.PathLike, step: int, rank: int | None, dump_format: str = DEFAULT_DUMP_FORMAT) -> Path:
+    """``{dump_path}/step{N}/rank{R}``; without a process group see :func:`rank_dir_name`."""
+    return Path(dump_path) / f"step{step}" / rank_dir_name(rank, dump_format)
 
 
 def launcher_rank() -> int | None:
@@ -155,18 +162,20 @@ class DumpPathHold:
 _holds: dict[Path, DumpPathHold] = {}  # dump_path → the newest run of this process there
 
 
-def hold_dump_path(dump_path: str | os.PathLike, rank: int | None) -> DumpPathHold:
+def hold_dump_path(dump_path: str | os.PathLike, rank: int | None,
+                   dump_format: str = DEFAULT_DUMP_FORMAT) -> DumpPathHold:
     """Start a run in ``dump_path`` (created if missing) for ``rank``; :class:`DumpPathBusy` when another
     process writes that rank there. The run's writes land in this hold until :meth:`~DumpPathHold.release`."""
     root = check_writable_path(dump_path)
     make_dir(root)
     hold = DumpPathHold(root)
-    hold.lock(rank_dir_name(rank))
+    hold.lock(rank_dir_name(rank, dump_format))
     _holds[root] = hold
     return hold
 
 
-def claim_step_dir(dump_path: str | os.PathLike, step: int, rank: int | None) -> Path:
+def claim_step_dir(dump_path: str | os.PathLike, step: int, rank: int | None,
+                   dump_format: str = DEFAULT_DUMP_FORMAT) -> Path:
     """Create the step directory for this run and return its absolute path.
 
     ``dump_path`` must not be (or contain) a symlink nor belong to another user. The first claim of a
@@ -174,7 +183,7 @@ def claim_step_dir(dump_path: str | os.PathLike, step: int, rank: int | None) ->
     aside.
     """
     root = check_writable_path(dump_path)
-    name = rank_dir_name(rank)
+    name = rank_dir_name(rank, dump_format)
     target = root / f"step{step}" / name
     if target.is_symlink():
         raise UnsafePathError(f"step directory {str(target)!r} is a symlink; refusing to write there")
