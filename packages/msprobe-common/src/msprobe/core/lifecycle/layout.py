@@ -32,7 +32,7 @@ _STEP_DIR = re.compile(r"step(\d+)")
 _LISTED_MOVES = 3
 
 
-DUMP_FORMATS = ("1.1.1", "26")  # config.json's dump_format (docs/dump_format.md#directory-layout)
+DUMP_FORMATS = ("1.1.1", "26")  # config.json's dump_format (docs/dump_format.md#two-layouts)
 DEFAULT_DUMP_FORMAT = "1.1.1"
 
 

@@ -1,6 +1,6 @@
 """The process directories of a step: which directory under ``step{N}/`` holds which rank's dump.
 
-Three writers name them three ways (docs/dump_format.md#directory-layout): ``rank{R}`` in a distributed job
+Three writers name them three ways (docs/dump_format.md#two-layouts): ``rank{R}`` in a distributed job
 (both msprobe generations), a bare ``rank`` outside one (this project's default and msprobe 1.1.1), and
 ``proc{pid}`` outside one (msprobe 26.2.0, and this project with ``"dump_format": "26"``). The two names
 without a rank are rank 0. Every reader of a step directory (compare, ``msprobe graph``, anomaly origin)
