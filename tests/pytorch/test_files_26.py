@@ -124,3 +124,13 @@ def test_an_unknown_dump_format_is_a_one_line_error(tmp_path):
         PrecisionDebugger(config_path=str(config))
     message = str(error.value)
     assert "dump_format" in message and "'26.2.0'" in message and "'1.1.1'" in message and "'26'" in message
+
+
+def test_run_ut_replays_every_api_of_a_26_dump(tmp_path):
+    from msprobe.pytorch.run_ut.replay import run_ut
+
+    dump = Path(__file__).parents[1] / "data" / "anomaly" / "up262_step0" / "proc13191" / "dump.json"
+    result = run_ut(dump, tmp_path)
+    assert [row.name for row in result.rows] == ["Functional.linear.0", "Torch.relu.0", "Tensor.__sub__.0",
+                                                 "Torch.log.0", "Functional.linear.1", "Tensor.sum.0"]
+    assert all(row.forward == "pass" and row.backward == "pass" for row in result.rows)
