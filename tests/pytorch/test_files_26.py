@@ -65,11 +65,21 @@ def test_a_26_dump_of_gpt2_pairs_with_ours_by_step_directory(tmp_path):
     assert all(bench == name for name, bench in same.items())
     # Every forward input and output of ours pairs with 26.2.0's row of the same name. Not yet the same rows
     # as two of ours (docs/dump_format.md#what-the-two-generations-record-differently): 26.2.0 adds
-    # parameters / parameters_grad rows and records a module's backward outputs and a ModelOutput's None
-    # fields where we record none.
+    # parameters / parameters_grad rows and a ModelOutput's None fields, and some backward rows differ.
     forward = [name for name in same if ".forward." in name and not name.startswith("Module.transformer.GPT2Model")]
     assert len(forward) > 40
     assert [name for name in forward if mixed.get(name) != name] == []
+    # The same tensors: Max and Min exactly, Norm and Mean up to 26.2.0's float32 reductions (ours: float64).
+    ours_data = read_dump(ours / "rank" / "dump.json").entries
+    theirs_data = read_dump(theirs / "proc14429" / "dump.json").entries
+    outputs = [(ours_data[n]["output"][0], theirs_data[n]["output"][0]) for n in ours_data
+               if ".forward." in n and n in theirs_data and isinstance(ours_data[n]["output"][0], dict)
+               and "Max" in ours_data[n]["output"][0]]
+    assert len(outputs) > 20
+    for mine, upstream in outputs:
+        assert (mine["Max"], mine["Min"]) == (upstream["Max"], upstream["Min"])
+        assert mine["Norm"] == pytest.approx(upstream["Norm"], rel=1e-6)
+        assert mine["Mean"] == pytest.approx(upstream["Mean"], rel=1e-5, abs=1e-7)
 
 
 def test_graph_builds_and_compares_across_the_two_layouts(tmp_path):
