@@ -36,3 +36,9 @@ def test_dump_format_26_writes_26_2_0s_layout_on_mindspore(tmp_path):
     assert all(isinstance(names, list) and isinstance(frames, list) for names, frames in grouped.values())
     stacks = read_stack(step / f"proc{os.getpid()}" / "stack.json")
     assert len(stacks) == sum(len(names) for names, _ in grouped.values()) and set(stacks) <= set(dump["data"])
+    # run_ut reads the new layout's dump.json (its framework key) as it reads the default one
+    from msprobe.mindspore.run_ut.replay import run_ut
+
+    result = run_ut(step / f"proc{os.getpid()}" / "dump.json", tmp_path / "run_ut", bench="mindspore")
+    forward = [row.forward for row in result.rows]
+    assert forward.count("pass") > 3 and set(forward) <= {"pass", "warning", "SKIP"}, set(forward)
