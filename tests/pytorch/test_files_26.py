@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,24 @@ def test_dump_format_26_writes_26_2_0s_layout_with_the_same_entries_and_numbers(
         result = compare_distributed(tmp_path / "new" / f"step{index}", tmp_path / "default" / f"step{index}",
                                      tmp_path / f"cmp{index}")
         assert result.first_rank is None and result.ranks[0].rows > 500
+
+
+def test_a_run_in_26_layout_moves_an_earlier_processs_directory_aside(tmp_path):
+    """Outside a distributed job each process has its own proc{pid}: a run moves what an earlier process (here
+    26.2.0's own run, copied in) left in the dump_path aside, as it does with 1.1.1's ``rank``, so a step never
+    holds two processes of rank 0."""
+    shutil.copytree(DATA / "step0", tmp_path / "dump" / "step0")
+    model = torch.nn.Linear(4, 2)
+    debugger = PrecisionDebugger(config_path=str(write_config(tmp_path, "dump", "statistics", "L1", {},
+                                                              dump_format="26")))
+    debugger.start(model=model)
+    model(torch.ones(3, 4)).sum().backward()
+    debugger.stop()
+    debugger.step()
+    names = {d.name for d in (tmp_path / "dump" / "step0").iterdir()}
+    (moved,) = names - {f"proc{os.getpid()}"}
+    assert f"proc{os.getpid()}" in names and moved.startswith("proc14429.moved-")
+    assert list(process_dirs(tmp_path / "dump" / "step0", "npu_path")) == [0]
 
 
 def test_an_unknown_dump_format_is_a_one_line_error(tmp_path):

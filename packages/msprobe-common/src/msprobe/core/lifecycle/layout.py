@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - Windows: no flock; runs are then not k
 # Where launchers put a process's rank: torchrun (RANK), MindSpore's msrun (RANK_ID), mpirun, Slurm.
 RANK_ENV_VARS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 _STEP_DIR = re.compile(r"step(\d+)")
+_PROC_DIR = re.compile(r"proc\d+")
 _LISTED_MOVES = 3
 
 
@@ -169,7 +170,7 @@ def hold_dump_path(dump_path: str | os.PathLike, rank: int | None,
     root = check_writable_path(dump_path)
     make_dir(root)
     hold = DumpPathHold(root)
-    hold.lock(rank_dir_name(rank, dump_format))
+    hold.lock(rank_dir_name(rank))  # one lock per rank, whichever layout names its directory
     _holds[root] = hold
     return hold
 
@@ -192,7 +193,7 @@ def claim_step_dir(dump_path: str | os.PathLike, step: int, rank: int | None,
         hold = _holds[root] = DumpPathHold(root)
     if name not in hold.claimed:
         make_dir(root)
-        hold.lock(name)
+        hold.lock(rank_dir_name(rank))
         _move_earlier_run_aside(root, name)
         hold.claimed.add(name)
     for directory in (root, target.parent, target):  # each level checked; recreated if removed meanwhile
@@ -201,15 +202,15 @@ def claim_step_dir(dump_path: str | os.PathLike, step: int, rank: int | None,
 
 
 def _move_earlier_run_aside(root: Path, name: str) -> None:
-    """Rename every non-empty ``step{N}/{name}`` under ``root`` with one ``.moved-{timestamp}`` suffix."""
+    """Rename every non-empty ``step{N}/{name}`` under ``root`` with one ``.moved-{timestamp}`` suffix; for a
+    ``proc{pid}`` name every ``proc{pid}`` directory (an earlier run outside a distributed job had another pid)."""
     earlier = []
     for step in root.iterdir():
-        directory = step / name
-        if (
-            _STEP_DIR.fullmatch(step.name) and step.is_dir() and not step.is_symlink()
-            and directory.is_dir() and not directory.is_symlink() and any(directory.iterdir())
-        ):
-            earlier.append(directory)
+        if not (_STEP_DIR.fullmatch(step.name) and step.is_dir() and not step.is_symlink()):
+            continue
+        candidates = [d for d in step.iterdir() if _PROC_DIR.fullmatch(d.name)] if _PROC_DIR.fullmatch(name) else [
+            step / name]
+        earlier += [d for d in candidates if d.is_dir() and not d.is_symlink() and any(d.iterdir())]
     if not earlier:
         return
     earlier.sort(key=lambda d: int(d.parent.name[len("step"):]))
@@ -220,8 +221,8 @@ def _move_earlier_run_aside(root: Path, name: str) -> None:
     more = len(earlier) - _LISTED_MOVES
     rest = f" and {more} more, steps {_step_ranges(earlier[_LISTED_MOVES:])}" if more > 0 else ""
     logger.warning(
-        f"{root} holds {len(earlier)} step directories of an earlier run for {name}; each was renamed to "
-        f"{name}{suffix} inside its step directory (nothing was deleted): {shown}{rest}"
+        f"{root} holds {len(earlier)} step directories of an earlier run for {name}; each was renamed with the "
+        f"suffix {suffix} inside its step directory (nothing was deleted): {shown}{rest}"
     )
 
 
