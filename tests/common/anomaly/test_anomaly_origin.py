@@ -134,7 +134,7 @@ def test_overflow_check_alias_names_the_origin(tmp_path, capsys):
 def test_bad_inputs_are_one_line_errors(tmp_path, capsys):
     with pytest.raises(AnomalyError, match="is not a directory"):
         read_step(tmp_path / "missing")
-    with pytest.raises(AnomalyError, match="no rank\\*/proc\\* directory"):
+    with pytest.raises(AnomalyError, match="no rank\\*/ or proc\\*/ directory"):
         read_step(tmp_path)
     md5 = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "md5": "00000000"}
     step = _write_step(tmp_path, {0: {"Torch.mul.0.forward": _entry([md5], [md5])}})

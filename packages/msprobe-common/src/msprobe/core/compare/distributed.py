@@ -12,7 +12,6 @@ execution order — the usual suspect when one rank's bad data spreads to the ot
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,13 +25,20 @@ from msprobe.core.compare.pipeline import (
     compare_read,
     default_workers,
 )
-from msprobe.core.compare.read import CompareError, DumpFile, Layout, read_dump, read_merged, read_stack
+from msprobe.core.compare.read import (
+    CompareError,
+    DumpFile,
+    Layout,
+    process_dirs,
+    read_dump,
+    read_merged,
+    read_stack,
+)
 from msprobe.core.compare.report import csv_row, printable
 from msprobe.core.engine import open_engine
 from msprobe.core.services.fileio import make_dir, write_csv
 from msprobe.core.services.log import logger
 
-_RANK_DIR = re.compile(r"rank(\d*)")
 SUMMARY_HEADER = ["Rank", "Rows", "Failing rows", "First divergence", "Row", "Inputs pass", "Report"]
 
 
@@ -67,20 +73,6 @@ class DistributedResult:
         return sum(r.not_compared for r in self.ranks.values())
 
 
-def rank_dirs(step_dir: Path, what: str) -> dict[int, Path]:
-    """Rank number → directory holding a dump.json (a bare ``rank`` directory is rank 0)."""
-    if not step_dir.is_dir():
-        raise CompareError(f"{what} {str(step_dir)!r} is not a directory")
-    found = {}
-    for child in sorted(step_dir.iterdir()):
-        match = _RANK_DIR.fullmatch(child.name)
-        if match and (child / "dump.json").is_file():
-            found[int(match.group(1) or 0)] = child
-    if not found:
-        raise CompareError(f"{what} {str(step_dir)!r} has no rank*/dump.json: give a step directory such as step0")
-    return found
-
-
 def _compare_rank(job: tuple) -> tuple[int, RankSummary]:
     """One rank pair, on either engine: compare, write the rank's reports, return only its summary."""
     rank, npu_dir, bench_dir, out, loader, options, stem = job
@@ -97,8 +89,8 @@ def compare_steps(
     options: CompareOptions | None = None,
 ) -> DistributedResult:
     options = options or CompareOptions()
-    npu_ranks = rank_dirs(Path(npu_step), "npu_path")
-    bench_ranks = rank_dirs(Path(bench_step), "bench_path")
+    npu_ranks = process_dirs(Path(npu_step), "npu_path")
+    bench_ranks = process_dirs(Path(bench_step), "bench_path")
     for rank in sorted(set(npu_ranks) ^ set(bench_ranks)):
         side = "npu_path" if rank in npu_ranks else "bench_path"
         logger.warning("rank %d exists only under %s; it is not compared", rank, side)
@@ -136,7 +128,7 @@ def _summary_row(rank: int, result: RankSummary) -> list:
 
 def side_ranks(path: Path, what: str) -> dict[int, Path]:
     """Rank → directory of one side: a step directory's ranks, or a dump.json's own directory as rank 0."""
-    return rank_dirs(path, what) if path.is_dir() else {0: path.parent}
+    return process_dirs(path, what) if path.is_dir() else {0: path.parent}
 
 
 def needs_merge(npu: Path, bench: Path, layout: Layout) -> bool:

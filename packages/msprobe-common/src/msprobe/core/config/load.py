@@ -22,6 +22,7 @@ from msprobe.core.config.model import (
     DebuggerConfig,
 )
 from msprobe.core.config.rules import RuleContext, cross_field_problems
+from msprobe.core.lifecycle.layout import DEFAULT_DUMP_FORMAT, DUMP_FORMATS
 from msprobe.core.lifecycle.risk import RISK_LEVELS
 from msprobe.core.services.jsonfile import JsonFileError, MiB, load_json_file
 from msprobe.core.services.log import logger
@@ -113,6 +114,7 @@ def build_config(
     dump_enable = from_file.optional_flag("dump_enable")
     risk_level = from_file.choice("risk_level", RISK_LEVELS, "ALL")
     low_risk_apis = from_file.names("low_risk_apis")
+    dump_format = from_file.choice("dump_format", DUMP_FORMATS, DEFAULT_DUMP_FORMAT)
 
     warn_unused_keys(raw, task)
     if enable_dataloader and capabilities.dataloader_steps:
@@ -150,6 +152,7 @@ def build_config(
         risk_level=risk_level,
         low_risk_apis=low_risk_apis,
         dump_enable=dump_enable,
+        dump_format=dump_format,
         config_file=file,
     )
 

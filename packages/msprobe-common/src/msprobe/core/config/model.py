@@ -36,6 +36,7 @@ class DebuggerConfig:
     risk_level: str = "ALL"  # which API calls a dump keeps (msprobe.core.lifecycle.risk): CORE, FOCUS or ALL
     low_risk_apis: tuple[str, ...] = ()  # API kinds added to the shipped low-risk list
     dump_enable: bool | None = None  # None: not in the file, capture is on and the file is not watched
+    dump_format: str = "1.1.1"  # the files' layout: msprobe 1.1.1's or ("26") 26.2.0's, docs/dump_format.md
     # the absolute path of config.json (None without one), where dump_enable is re-read; not a setting
     config_file: str | None = field(default=None, compare=False)
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.lifecycle.layout import claim_step_dir, step_dir
+from msprobe.core.lifecycle.layout import DEFAULT_DUMP_FORMAT, claim_step_dir, step_dir
 from msprobe.core.services.fileio import PendingFile, atomic_write_text, make_dir
 from msprobe.core.services.log import logger
 
@@ -30,26 +31,35 @@ TENSOR_DIR = "dump_tensor_data"
 CHUNK_ENTRIES = 1000
 CHUNK_BYTES = 8 * 1024 * 1024
 
-__all__ = ["DumpIdentity", "StepWriter", "json_text", "quoted", "read_json", "step_dir", "write_json_atomic"]
+__all__ = ["DumpIdentity", "StepWriter", "json_text", "quoted", "read_json", "stack_members", "step_dir",
+           "write_json_atomic"]
 
 
 @dataclass(frozen=True)
 class DumpIdentity:
-    """Which dump a step's files belong to: where it goes, the task, level and framework, and whether it has
-    tensor files. The task's build makes it once from the configuration and every part down to the
-    :class:`StepWriter` receives this one value, rather than the same keywords relayed constructor by
-    constructor."""
+    """Which dump a step's files belong to: where it goes, the task, level and framework, whether it has
+    tensor files, and which generation's layout its files follow (``dump_format``, docs/dump_format.md). The
+    task's build makes it once from the configuration and every part down to the :class:`StepWriter` receives
+    this one value, rather than the same keywords relayed constructor by constructor."""
 
     dump_path: str
     task: str
     level: str
     framework: str
     with_tensors: bool = False
+    dump_format: str = DEFAULT_DUMP_FORMAT
 
     @classmethod
     def of(cls, config: Any, *, with_tensors: bool) -> DumpIdentity:
         """The identity of the dump a :class:`~msprobe.core.config.DebuggerConfig` configures."""
-        return cls(config.dump_path, config.task, config.level, config.framework, with_tensors)
+        return cls(config.dump_path, config.task, config.level, config.framework, with_tensors, config.dump_format)
+
+    def header(self, data_dir: str | None) -> dict:
+        """dump.json without its entries: 26.2.0's records the framework after the level, 1.1.1's does not."""
+        if self.dump_format == "26":
+            return {"task": self.task, "level": self.level, "framework": self.framework, "dump_data_dir": data_dir,
+                    "data": {}}
+        return {"task": self.task, "level": self.level, "dump_data_dir": data_dir, "data": {}}
 
 
 def json_text(obj: Any) -> str:
@@ -72,6 +82,18 @@ def quoted(name: str) -> str:
     """A name (an entry's, a keyword argument's) as a JSON string: the same names recur in every step, and
     json.dumps costs ≈ 2 µs a call, three times per entry (dump.json, stack.json and construct.json)."""
     return json.dumps(name)
+
+
+def stack_members(obj: dict) -> Iterator[tuple[str, Any]]:
+    """(entry name, frames) of a parsed stack.json in either form: ``{entry: frames}`` (1.1.1's and this
+    project's default) or 26.2.0's grouped ``{"0": [[entry, ...], [frame, ...]], ...}``, one group per distinct
+    stack. An entry name is never a bare number, so a digit key with a pair of lists is a group."""
+    for key, value in obj.items():
+        if key.isdigit() and isinstance(value, list) and len(value) == 2 and isinstance(value[0], list):
+            for name in value[0]:
+                yield str(name), value[1]
+        else:
+            yield key, value
 
 
 @functools.lru_cache(maxsize=4096)
@@ -134,6 +156,32 @@ class _JsonObjectStream:
             pending.discard()
 
 
+class _GroupedStacks:
+    """26.2.0's grouped stack.json: the entries of one distinct stack share a group, numbered in order of
+    first use. A group may grow until the step ends, so the groups are held and written at :meth:`close`
+    (a step's distinct stacks are few; the names are already held by the writer)."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+        self._groups: dict[tuple[str, ...], list[str]] = {}
+        self._stream = _JsonObjectStream(target, "", 1, "")
+
+    def add(self, name: str, frames: list[str]) -> None:
+        self._groups.setdefault(tuple(frames), []).append(name)
+
+    def flush(self) -> None:
+        """Nothing to stream before the step ends (a group's members are complete only then)."""
+
+    def close(self) -> None:
+        for index, (frames, names) in enumerate(self._groups.items()):
+            self._stream.add_rendered(str(index), f"[{json.dumps(names)}, {_frames_json(frames)}]")
+        self._stream.close()
+
+    def discard(self) -> None:
+        self._groups.clear()
+        self._stream.discard()
+
+
 class StepWriter:
     """Collects one step's entries for one rank and writes its three JSON files at :meth:`close`.
 
@@ -143,14 +191,15 @@ class StepWriter:
     """
 
     def __init__(self, identity: DumpIdentity, step: int, rank: int | None) -> None:
-        self.directory = claim_step_dir(identity.dump_path, step, rank)
+        self.directory = claim_step_dir(identity.dump_path, step, rank, identity.dump_format)
         self._tensor_dir = self.directory / TENSOR_DIR
         self._tensor_dir_made = False
-        data_dir = str(self._tensor_dir) if identity.with_tensors else None
-        empty_dump = json_text({"task": identity.task, "level": identity.level, "dump_data_dir": data_dir, "data": {}})
+        empty_dump = json_text(identity.header(str(self._tensor_dir) if identity.with_tensors else None))
         head, tail = empty_dump[: -len("{}\n}")], "\n}"  # "data" is last: its members stream in between
         self._dump = _JsonObjectStream(self.directory / DUMP_FILE, head, 2, tail)
-        self._stack = _JsonObjectStream(self.directory / STACK_FILE, "", 1, "")
+        grouped = identity.dump_format == "26"
+        self._stack = _GroupedStacks(self.directory / STACK_FILE) if grouped else _JsonObjectStream(
+            self.directory / STACK_FILE, "", 1, "")
         self._construct = _JsonObjectStream(self.directory / CONSTRUCT_FILE, "", 1, "")
         self._names: set[str] = set()
         self._closed = False
@@ -179,7 +228,10 @@ class StepWriter:
 
     def add_stack(self, name: str, frames: list[str]) -> None:
         self._check_open()
-        self._stack.add_rendered(name, _frames_json(tuple(frames)))
+        if isinstance(self._stack, _GroupedStacks):
+            self._stack.add(name, frames)
+        else:
+            self._stack.add_rendered(name, _frames_json(tuple(frames)))
 
     def add_construct(self, name: str, parent: str | None) -> None:
         self._check_open()
@@ -223,10 +275,10 @@ class StepWriter:
         earlier = {path.name: read_json(path) for path in targets if path.exists()}
         for name, entry in earlier.get(DUMP_FILE, {}).get("data", {}).items():
             self.add(name, entry)
-        for name, frames in earlier.get(STACK_FILE, {}).items():
+        for name, frames in stack_members(earlier.get(STACK_FILE, {})):
             self.add_stack(name, frames)
         for name, parent in earlier.get(CONSTRUCT_FILE, {}).items():
             self.add_construct(name, parent)
 
-    def _streams(self) -> tuple[_JsonObjectStream, ...]:
+    def _streams(self) -> tuple[_JsonObjectStream | _GroupedStacks, ...]:
         return (self._dump, self._stack, self._construct)

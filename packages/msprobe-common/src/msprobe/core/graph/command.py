@@ -18,6 +18,8 @@ from msprobe.core.compare.report import printable
 from msprobe.core.engine import EngineError, add_engine_flags, choice_from_args, open_engine
 from msprobe.core.services.log import logger
 
+FILE_TYPES = ("vis", "db")
+
 
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-i", "--input_path", required=True,
@@ -30,6 +32,9 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                              "class, TopLayer for the model)")
     parser.add_argument("-oc", "--overflow_check", action="store_true",
                         help="mark nodes whose arguments hold inf/NaN (critical, high, medium)")
+    parser.add_argument("--file_type", choices=FILE_TYPES, default="vis",
+                        help="db: also write every graph into one SQLite .vis.db, which the TensorBoard graph "
+                             "plugin (tb-graph-ascend) lists")
     add_layout_flags(parser)
     add_engine_flags(parser)  # where a tensor compare's pairs are compared (docs/scale.md)
 
@@ -46,7 +51,7 @@ def graph_command(loader_factory: Callable[[], TensorLoader]) -> Command:
             options = CompareOptions(mapping=mapping, progress=False, maps=maps, engine=choice_from_args(args))
             with open_engine(options.engine):
                 run_graph(args.input_path, args.output_path, loader_factory(), options, args.overflow_check,
-                          Layout(args.tp, args.pp))
+                          Layout(args.tp, args.pp), args.file_type)
         except (CompareError, EngineError) as exc:
             logger.error("graph: %s", printable(exc))
             return 2

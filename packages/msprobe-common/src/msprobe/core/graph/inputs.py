@@ -5,10 +5,12 @@ optionally with ``is_print_compare_log`` (accepted, unused) and the stated layou
 directory is one of:
 
 - a rank directory: it holds files (dump.json, stack.json, construct.json) or ``dump_tensor_data``;
-- a directory of rank directories, all named ``rank{N}`` (our single-device ``rank`` too);
+- a directory of process directories, all named ``rank{N}`` (our single-device ``rank`` and msprobe 26.2.0's
+  ``proc{pid}`` too: compare's read room names them, :func:`msprobe.core.compare.read.process_dirs`);
 - a directory of step directories, all named ``step{N}``, each holding rank directories.
 
-Compare pairs ranks and steps by name; both sides must have the same names. A step of several ranks
+Compare pairs steps by name and ranks by number (a bare ``rank`` or a ``proc{pid}`` is rank 0, so either
+generation's dump pairs with the other's); both sides must have the same steps and ranks. A step of several ranks
 against a step of one rank (or any step with a stated layout) is one merged job instead: its ranks are
 merged into one rank-like dump as compare merges them (docs/pytorch/distributed_compare.md).
 """
@@ -20,12 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from msprobe.core.compare.distributed import needs_merge
-from msprobe.core.compare.read import INPUT_MAX_BYTES, NO_LAYOUT, CompareError, Layout, load_json_file
+from msprobe.core.compare.read import (
+    INPUT_MAX_BYTES,
+    NO_LAYOUT,
+    CompareError,
+    Layout,
+    load_json_file,
+    process_dirs,
+    process_rank,
+)
 from msprobe.core.dump.json_files import TENSOR_DIR
 
 ALLOWED_KEYS = ("npu_path", "bench_path", "is_print_compare_log", "tp", "pp")
 RANKS, STEPS, FILES = "ranks", "steps", "files"
-_RANK = re.compile(r"^rank\d*$")
 _STEP = re.compile(r"^step\d+$")
 
 
@@ -84,11 +93,12 @@ def layout(path: Path) -> str:
     directories = [item.name for item in contents if item.is_dir()]
     if not directories:
         return FILES
-    if all(_RANK.match(name) for name in directories):
+    if all(process_rank(name) is not None for name in directories):
         return RANKS
     if all(_STEP.match(name) for name in directories):
         return STEPS
-    raise GraphInputError(f"{str(path)!r} holds {', '.join(directories)}: expected only rank{{N}} directories, "
+    raise GraphInputError(f"{str(path)!r} holds {', '.join(directories)}: expected only rank{{N}} (or proc{{pid}}) "
+                          f"directories, "
                           f"only step{{N}} directories, or a rank directory's files (dump.json, stack.json, "
                           f"construct.json)")
 
@@ -129,7 +139,7 @@ def _step_jobs(npu: Path, bench: Path | None, stated: Layout, stem) -> list[Job]
                               f"{layout(bench)}: give the same kind of directory on both sides")
     if shape == FILES:
         return [Job(npu, bench, stem(""))]
-    return _pairs(npu, bench, _RANK, lambda rank: stem(f"{rank}_"))
+    return _rank_pairs(npu, bench, stem)
 
 
 def _merges(npu: Path, bench: Path | None, stated: Layout) -> bool:
@@ -150,9 +160,18 @@ def _named_pairs(npu: Path, bench: Path | None, pattern: re.Pattern) -> list[tup
         if names != other:
             raise GraphInputError(f"npu_path {str(npu)!r} has {', '.join(names) or 'nothing'} but bench_path "
                                   f"{str(bench)!r} has {', '.join(other) or 'nothing'}: the two runs must have the "
-                                  f"same rank and step directories")
+                                  f"same step directories")
     return [(name, npu / name, bench / name if bench is not None else None) for name in names]
 
 
-def _pairs(npu: Path, bench: Path | None, pattern: re.Pattern, stem) -> list[Job]:
-    return [Job(n, b, stem(name)) for name, n, b in _named_pairs(npu, bench, pattern)]
+def _rank_pairs(npu: Path, bench: Path | None, stem) -> list[Job]:
+    """One job per rank, the sides paired by rank number and named after the NPU side's directory."""
+    npu_ranks = process_dirs(npu, "npu_path")
+    bench_ranks = process_dirs(bench, "bench_path") if bench is not None else npu_ranks
+    if set(npu_ranks) != set(bench_ranks):
+        raise GraphInputError(f"npu_path {str(npu)!r} has {', '.join(d.name for d in npu_ranks.values())} but "
+                              f"bench_path {str(bench)!r} has {', '.join(d.name for d in bench_ranks.values())}: the "
+                              f"two runs must have the same ranks")
+    return [Job(path, bench_ranks[rank] if bench is not None else None, stem(f"{path.name}_"))
+            for rank, path in npu_ranks.items()]
+

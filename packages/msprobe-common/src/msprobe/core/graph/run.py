@@ -4,6 +4,7 @@ of a step as one dump first (compare.read.shards, as compare does; docs/pytorch/
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from msprobe.core.compare.read import (
     DumpFile,
     Layout,
     merge_constructs,
+    process_rank,
     read_construct,
     read_dump,
     read_merged,
@@ -27,8 +29,11 @@ from msprobe.core.graph.inputs import Job, compare_path, jobs, read_input
 from msprobe.core.graph.overflow import mark_overflow
 from msprobe.core.graph.tree import MODULE, Graph, assign_micro_steps, build_graph
 from msprobe.core.graph.vis import build_document, compare_document, first_suspect, mark_merged, suggest
+from msprobe.core.graph.visdb import VisDb
 from msprobe.core.services.fileio import atomic_write_text, make_dir
 from msprobe.core.services.log import logger
+
+_STEP_NAME = re.compile(r"step(\d+)")
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ def _data_dir(entries: dict, rank_dir: Path) -> str | None:
 
 
 def graph_one(job: Job, output: Path, loader: TensorLoader, options: CompareOptions, overflow: bool,
-              layout: Layout = NO_LAYOUT) -> Written:
+              layout: Layout = NO_LAYOUT, database: VisDb | None = None) -> Written:
     npu_dump, bench_dump = _sides(job, layout)
     npu_graph = _graph(npu_dump, _construct(job.npu, npu_dump, job.merged, layout), "npu_path")
     title = str(job.npu)
@@ -114,7 +119,17 @@ def graph_one(job: Job, output: Path, loader: TensorLoader, options: CompareOpti
     vis_path, html_path = output / f"{job.stem}.vis", output / f"{job.stem}.html"
     write_json_atomic(vis_path, document)
     atomic_write_text(html_path, html.render(view))
+    if database is not None:
+        database.add(document, *_step_and_rank(job.npu), overflow)
     return Written(vis_path, html_path)
+
+
+def _step_and_rank(side: Path) -> tuple[int, int]:
+    """The step and rank a job's directory names (``step3/rank1``: 3, 1; ``proc{pid}`` and ``rank``: rank 0);
+    0 where a name says none (a bare rank directory)."""
+    rank = process_rank(side.name)
+    step = _STEP_NAME.fullmatch(side.parent.name if rank is not None else side.name)
+    return (int(step.group(1)) if step else 0), (rank or 0)
 
 
 def _bench_micro_steps(bench: Graph) -> None:
@@ -127,16 +142,26 @@ def _bench_micro_steps(bench: Graph) -> None:
 
 
 def run_graph(input_path: str | Path, output: str | Path, loader: TensorLoader, options: CompareOptions,
-              overflow: bool = False, layout: Layout = NO_LAYOUT) -> list[Written]:
-    """Write every graph input.json names; ``layout`` (``--tp``/``--pp``) wins over input.json's ``tp``/``pp``."""
+              overflow: bool = False, layout: Layout = NO_LAYOUT, file_type: str = "vis") -> list[Written]:
+    """Write every graph input.json names; ``layout`` (``--tp``/``--pp``) wins over input.json's ``tp``/``pp``;
+    ``file_type`` ``db`` adds one ``.vis.db`` holding them all (:mod:`.visdb`)."""
     npu, bench, given = read_input(input_path)
     layout = Layout(layout.tp or given.tp, layout.pp or given.pp)
-    todo = jobs(npu, bench, time.strftime("%Y%m%d%H%M%S"), layout)
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    todo = jobs(npu, bench, stamp, layout)
     out = make_dir(output)
+    database = VisDb(out / f"{'compare' if bench else 'build'}_{stamp}.vis.db") if file_type == "db" else None
     written = []
-    for job in todo:
-        logger.info("graph: %s %s%s", "comparing" if job.bench else "building", job.npu,
-                    " (its ranks merged)" if job.merged else "")
-        written.append(graph_one(job, out, loader, options, overflow, layout))
-        logger.info("graph written: %s (open %s in a browser)", written[-1].vis, written[-1].html.name)
+    try:
+        for job in todo:
+            logger.info("graph: %s %s%s", "comparing" if job.bench else "building", job.npu,
+                        " (its ranks merged)" if job.merged else "")
+            written.append(graph_one(job, out, loader, options, overflow, layout, database))
+            logger.info("graph written: %s (open %s in a browser)", written[-1].vis, written[-1].html.name)
+    except BaseException:
+        if database is not None:
+            database.discard()
+        raise
+    if database is not None:
+        logger.info("graph database written: %s (for the TensorBoard graph plugin)", database.close())
     return written

@@ -91,6 +91,9 @@ def _direction(name: str) -> str | None:
         return None
 
 
+_PARAMETERS_GRAD = ".parameters_grad."
+
+
 def build_graph(entries: dict[str, dict], construct: dict[str, str | None], stacks: dict[str, list[str]],
                 dump_data_dir: str | None = None) -> Graph:
     """The graph of one dump: ``entries`` (dump.json ``data``), ``construct`` (construct.json) and
@@ -127,9 +130,15 @@ def _place(graph: Graph, name: str, parents: dict[str, str | None], visiting: fr
 
 
 def _construct_parents(names: list[str], construct: dict[str, str | None]) -> dict[str, str | None]:
-    """construct.json's parents, with a backward entry's missing parent taken from its forward twin's."""
+    """construct.json's parents, with a backward entry's missing parent taken from its forward twin's, and a
+    module's ``parameters_grad`` entry (which construct.json does not list) under that module's backward node,
+    where msprobe 26.2.0's graph puts it."""
     parents = {name: construct.get(name) for name in names}
+    present = set(names)
     for name in names:
+        module, grads, count = name.rpartition(_PARAMETERS_GRAD)
+        if not parents[name] and grads and f"{module}.backward.{count}" in present:
+            parents[name] = f"{module}.backward.{count}"
         if parents[name] or _direction(name) != BACKWARD:
             continue
         forward = _twin(name, FORWARD)

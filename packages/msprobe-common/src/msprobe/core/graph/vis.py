@@ -69,8 +69,8 @@ def rule_color(mode: str, node: Node) -> str:
     """The colour of a compared node: md5 by its index; otherwise by its rounding excess (grey: unmatched)."""
     if mode == MD5 or node.index is None:
         return color_of(mode, node.index)
-    excess = node.excess or 0.0
-    return next(color for color, (low, high) in EXCESS_BANDS if low <= excess < high or excess == high == 1)
+    excess = 0.0 if node.excess is None or math.isnan(node.excess) else node.excess  # inf: where rounding allows none
+    return next(color for color, (low, high) in EXCESS_BANDS if low <= excess < high or excess == high)
 
 
 def finite_or_text(value: float | None) -> float | str | None:

@@ -30,10 +30,11 @@ def hold_for(config: DebuggerConfig, rank_lookup: Callable[[], int | None] | Non
     rank = rank_lookup() if rank_lookup is not None else None
     rank = launcher_rank() if rank is None else rank
     try:
-        return hold_dump_path(config.dump_path, rank)
+        return hold_dump_path(config.dump_path, rank, config.dump_format)
     except DumpPathBusy as busy:
         allowed = (
-            f"a dump_path whose rank directory {rank_dir_name(rank)!r} no other running job writes, but "
+            f"a dump_path whose rank directory {rank_dir_name(rank, config.dump_format)!r} no other running job "
+            f"writes, but "
             f"{busy.holder} holds {busy.filename}. Give this run another dump_path or let that one finish "
             f"(another rank of the same job must know its rank when PrecisionDebugger is built: from its "
             f"launcher, RANK or RANK_ID, or an initialised process group)"

@@ -29,17 +29,25 @@ except ImportError:  # pragma: no cover - Windows: no flock; runs are then not k
 # Where launchers put a process's rank: torchrun (RANK), MindSpore's msrun (RANK_ID), mpirun, Slurm.
 RANK_ENV_VARS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 _STEP_DIR = re.compile(r"step(\d+)")
+_PROC_DIR = re.compile(r"proc\d+")
 _LISTED_MOVES = 3
 
 
-def rank_dir_name(rank: int | None) -> str:
-    """``rank{R}``, or a bare ``rank`` without a process group (as msprobe 1.1.1 names it)."""
-    return "rank" if rank is None else f"rank{rank}"
+DUMP_FORMATS = ("1.1.1", "26")  # config.json's dump_format (docs/dump_format.md#two-layouts)
+DEFAULT_DUMP_FORMAT = "1.1.1"
 
 
-def step_dir(dump_path: str | os.PathLike, step: int, rank: int | None) -> Path:
-    """``{dump_path}/step{N}/rank{R}``; without a process group the rank directory is a bare ``rank``."""
-    return Path(dump_path) / f"step{step}" / rank_dir_name(rank)
+def rank_dir_name(rank: int | None, dump_format: str = DEFAULT_DUMP_FORMAT) -> str:
+    """``rank{R}``; without a process group a bare ``rank`` (msprobe 1.1.1's name) or, with dump_format
+    ``26``, ``proc{pid}`` (msprobe 26.2.0's)."""
+    if rank is not None:
+        return f"rank{rank}"
+    return f"proc{os.getpid()}" if dump_format == "26" else "rank"
+
+
+def step_dir(dump_path: str | os.PathLike, step: int, rank: int | None, dump_format: str = DEFAULT_DUMP_FORMAT) -> Path:
+    """``{dump_path}/step{N}/rank{R}``; without a process group see :func:`rank_dir_name`."""
+    return Path(dump_path) / f"step{step}" / rank_dir_name(rank, dump_format)
 
 
 def launcher_rank() -> int | None:
@@ -155,18 +163,20 @@ class DumpPathHold:
 _holds: dict[Path, DumpPathHold] = {}  # dump_path → the newest run of this process there
 
 
-def hold_dump_path(dump_path: str | os.PathLike, rank: int | None) -> DumpPathHold:
+def hold_dump_path(dump_path: str | os.PathLike, rank: int | None,
+                   dump_format: str = DEFAULT_DUMP_FORMAT) -> DumpPathHold:
     """Start a run in ``dump_path`` (created if missing) for ``rank``; :class:`DumpPathBusy` when another
     process writes that rank there. The run's writes land in this hold until :meth:`~DumpPathHold.release`."""
     root = check_writable_path(dump_path)
     make_dir(root)
     hold = DumpPathHold(root)
-    hold.lock(rank_dir_name(rank))
+    hold.lock(rank_dir_name(rank))  # one lock per rank, whichever layout names its directory
     _holds[root] = hold
     return hold
 
 
-def claim_step_dir(dump_path: str | os.PathLike, step: int, rank: int | None) -> Path:
+def claim_step_dir(dump_path: str | os.PathLike, step: int, rank: int | None,
+                   dump_format: str = DEFAULT_DUMP_FORMAT) -> Path:
     """Create the step directory for this run and return its absolute path.
 
     ``dump_path`` must not be (or contain) a symlink nor belong to another user. The first claim of a
@@ -174,7 +184,7 @@ def claim_step_dir(dump_path: str | os.PathLike, step: int, rank: int | None) ->
     aside.
     """
     root = check_writable_path(dump_path)
-    name = rank_dir_name(rank)
+    name = rank_dir_name(rank, dump_format)
     target = root / f"step{step}" / name
     if target.is_symlink():
         raise UnsafePathError(f"step directory {str(target)!r} is a symlink; refusing to write there")
@@ -183,7 +193,7 @@ def claim_step_dir(dump_path: str | os.PathLike, step: int, rank: int | None) ->
         hold = _holds[root] = DumpPathHold(root)
     if name not in hold.claimed:
         make_dir(root)
-        hold.lock(name)
+        hold.lock(rank_dir_name(rank))
         _move_earlier_run_aside(root, name)
         hold.claimed.add(name)
     for directory in (root, target.parent, target):  # each level checked; recreated if removed meanwhile
@@ -192,15 +202,15 @@ def claim_step_dir(dump_path: str | os.PathLike, step: int, rank: int | None) ->
 
 
 def _move_earlier_run_aside(root: Path, name: str) -> None:
-    """Rename every non-empty ``step{N}/{name}`` under ``root`` with one ``.moved-{timestamp}`` suffix."""
+    """Rename every non-empty ``step{N}/{name}`` under ``root`` with one ``.moved-{timestamp}`` suffix; for a
+    ``proc{pid}`` name every ``proc{pid}`` directory (an earlier run outside a distributed job had another pid)."""
     earlier = []
     for step in root.iterdir():
-        directory = step / name
-        if (
-            _STEP_DIR.fullmatch(step.name) and step.is_dir() and not step.is_symlink()
-            and directory.is_dir() and not directory.is_symlink() and any(directory.iterdir())
-        ):
-            earlier.append(directory)
+        if not (_STEP_DIR.fullmatch(step.name) and step.is_dir() and not step.is_symlink()):
+            continue
+        candidates = [d for d in step.iterdir() if _PROC_DIR.fullmatch(d.name)] if _PROC_DIR.fullmatch(name) else [
+            step / name]
+        earlier += [d for d in candidates if d.is_dir() and not d.is_symlink() and any(d.iterdir())]
     if not earlier:
         return
     earlier.sort(key=lambda d: int(d.parent.name[len("step"):]))
@@ -211,8 +221,8 @@ def _move_earlier_run_aside(root: Path, name: str) -> None:
     more = len(earlier) - _LISTED_MOVES
     rest = f" and {more} more, steps {_step_ranges(earlier[_LISTED_MOVES:])}" if more > 0 else ""
     logger.warning(
-        f"{root} holds {len(earlier)} step directories of an earlier run for {name}; each was renamed to "
-        f"{name}{suffix} inside its step directory (nothing was deleted): {shown}{rest}"
+        f"{root} holds {len(earlier)} step directories of an earlier run for {name}; each was renamed with the "
+        f"suffix {suffix} inside its step directory (nothing was deleted): {shown}{rest}"
     )
 
 

@@ -89,7 +89,8 @@ class GraphDumpSession:
             if not selected:  # support_device cannot name this rank: MindSpore dumped it anyway
                 shutil.rmtree(found.path)
                 continue
-            target = claim_step_dir(self.config.dump_path, found.iteration, rank) / f"graph{found.graph_id}"
+            step = claim_step_dir(self.config.dump_path, found.iteration, rank, self.config.dump_format)
+            target = step / f"graph{found.graph_id}"
             target.mkdir(mode=0o750, exist_ok=True)
             self._apply_task(target, move_iteration(found.path, target), found.iteration)
             if not any(target.iterdir()):  # nothing of this iteration was kept (overflow_check without overflow)

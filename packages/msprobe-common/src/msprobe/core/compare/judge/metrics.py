@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -143,9 +144,10 @@ def compare_tensors(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
     )
 
 
-def stat_of(value: dict, key: str) -> float | None:
-    """A statistic from a dump.json tensor value as a float (bools as 0/1), None when absent."""
-    raw = value.get(key)
+def stat_of(value: Any, key: str) -> float | None:
+    """A statistic from a dump.json tensor value as a float (bools as 0/1), None when absent or when the value
+    is no tensor (a ``null`` leaf: 26.2.0 records a positional ``None`` argument so, where a tensor may pair)."""
+    raw = value.get(key) if isinstance(value, dict) else None
     if isinstance(raw, bool):
         return float(raw)
     if isinstance(raw, (int, float)):

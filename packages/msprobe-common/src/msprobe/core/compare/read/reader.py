@@ -1,4 +1,4 @@
-"""Read the inputs of a comparison: dump.json (ours and msprobe 1.1.1's), stack.json, mapping files.
+"""Read the inputs of a comparison: dump.json and stack.json (ours, msprobe 1.1.1's and 26.2.0's), mapping files.
 
 Only the JSON is read up front; tensors stay on disk until a worker needs them (see
 :func:`tensor_path`), so memory does not grow with the dump. Every error names the file it is about,
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msprobe.core.dump.json_files import TENSOR_DIR
+from msprobe.core.dump.json_files import TENSOR_DIR, stack_members
 from msprobe.core.services import jsonfile
 from msprobe.core.services.jsonfile import MiB
 
@@ -149,11 +149,12 @@ def _tensor_dir(json_path: Path, recorded: Any) -> Path:
 
 
 def read_stack(path: str | os.PathLike) -> dict[str, list[str]]:
-    """stack.json: forward entry name → frames (a list of strings, or 1.1.1's nested lists)."""
+    """stack.json: forward entry name → frames (a list of strings, or 1.1.1's nested lists), from either
+    form (``{entry: frames}`` or 26.2.0's groups, :func:`msprobe.core.dump.json_files.stack_members`)."""
     obj = load_json_file(Path(path), "stack_path")
     if not isinstance(obj, dict):
         raise CompareError(f"stack_path {str(path)!r} is not a JSON object of entry name → frames")
-    return {name: _frames(frames) for name, frames in obj.items()}
+    return {name: _frames(frames) for name, frames in stack_members(obj)}
 
 
 def _frames(value: Any) -> list[str]:

@@ -1,0 +1,165 @@
+"""msprobe 26.2.0's files both ways (docs/dump_format.md#two-layouts): its dump (``step{N}/proc{pid}/``, the
+``framework`` key, grouped stack.json) read by compare and ``msprobe graph`` beside ours, and the same layout
+written by msprobe when config.json says ``"dump_format": "26"``, with the training's numbers unchanged."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from dump_json import write_config
+from zoo import ZOO, train
+
+from msprobe.core.compare.read import process_dirs, read_dump, read_stack
+from msprobe.core.config import ConfigError
+from msprobe.pytorch import PrecisionDebugger, compare, compare_distributed
+
+DATA = Path(__file__).parents[1] / "data" / "up262_gpt2"
+GPT2 = next(spec for spec in ZOO if spec.name == "gpt2")
+
+
+def _generator():
+    """tests/data/up262_gpt2/make_up262_gpt2.py: the model and dump config 26.2.0's fixture was made with."""
+    spec = importlib.util.spec_from_file_location("make_up262_gpt2", DATA / "make_up262_gpt2.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _our_dump(out: Path, **common) -> Path:
+    """Our dump of the fixture's model and step, with the fixture's config (plus ``common`` keys)."""
+    make = _generator()
+    out.mkdir(parents=True)
+    config = out / "config.json"
+    config.write_text(json.dumps({**make.DUMP_CONFIG, "dump_path": str(out), **common}))
+    model, ids = make.build()
+    debugger = PrecisionDebugger(config_path=str(config))
+    debugger.start(model=model)
+    make.train_step(model, ids)
+    debugger.stop()
+    debugger.step()
+    return out / "step0"
+
+
+def _rows(result) -> dict[str, str | None]:
+    """Row name (the NPU side's, else the bench side's) → the bench row it was paired with (None: unpaired)."""
+    return {(r.npu or r.bench).name: (r.bench.name if r.npu and r.bench else None) for r in result.results}
+
+
+def test_a_26_dump_of_gpt2_pairs_with_ours_by_step_directory(tmp_path):
+    ours = _our_dump(tmp_path / "ours")
+    theirs = DATA / "step0"
+    assert [d.name for d in process_dirs(theirs, "bench_path").values()] == ["proc14429"]
+    assert read_dump(theirs / "proc14429" / "dump.json").framework == "pytorch"
+    result = compare_distributed(ours, theirs, tmp_path / "steps")
+    assert list(result.ranks) == [0]  # step0/rank against step0/proc14429: both are rank 0
+    ours_again = _our_dump(tmp_path / "again")
+    same = _rows(compare({"npu_path": str(ours / "rank" / "dump.json"),
+                          "bench_path": str(ours_again / "rank" / "dump.json")}, tmp_path / "ours_vs_ours"))
+    mixed = _rows(compare({"npu_path": str(ours / "rank" / "dump.json"),
+                           "bench_path": str(theirs / "proc14429" / "dump.json")}, tmp_path / "ours_vs_26"))
+    assert all(bench == name for name, bench in same.items())
+    # Every forward input and output of ours pairs with 26.2.0's row of the same name. Not yet the same rows
+    # as two of ours (docs/dump_format.md#what-the-two-generations-record-differently): 26.2.0 adds
+    # parameters / parameters_grad rows and a ModelOutput's None fields, and some backward rows differ.
+    forward = [name for name in same if ".forward." in name and not name.startswith("Module.transformer.GPT2Model")]
+    assert len(forward) > 40
+    assert [name for name in forward if mixed.get(name) != name] == []
+    # The same tensors: Max and Min exactly, Norm and Mean up to 26.2.0's float32 reductions (ours: float64).
+    ours_data = read_dump(ours / "rank" / "dump.json").entries
+    theirs_data = read_dump(theirs / "proc14429" / "dump.json").entries
+    outputs = [(ours_data[n]["output"][0], theirs_data[n]["output"][0]) for n in ours_data
+               if ".forward." in n and n in theirs_data and isinstance(ours_data[n]["output"][0], dict)
+               and "Max" in ours_data[n]["output"][0]]
+    assert len(outputs) > 20
+    for mine, upstream in outputs:
+        assert (mine["Max"], mine["Min"]) == (upstream["Max"], upstream["Min"])
+        assert mine["Norm"] == pytest.approx(upstream["Norm"], rel=1e-6)
+        assert mine["Mean"] == pytest.approx(upstream["Mean"], rel=1e-5, abs=1e-7)
+
+
+def test_graph_builds_and_compares_across_the_two_layouts(tmp_path):
+    from msprobe.core.cli import main
+
+    ours = _our_dump(tmp_path / "ours")
+    source = tmp_path / "input.json"
+    source.write_text(json.dumps({"npu_path": str(ours), "bench_path": str(DATA / "step0")}))
+    assert main(["graph", "-i", str(source), "-o", str(tmp_path / "graph")]) == 0
+    (vis,) = (tmp_path / "graph").glob("compare_rank_*.vis")
+    assert "Module.transformer.h.0.attn.GPT2Attention.forward.0" in vis.read_text()
+
+
+@pytest.fixture(scope="module")
+def bare_run():
+    return train(GPT2)
+
+
+def _same_run(expected, observed) -> bool:
+    return all((a is None and b is None) or (a is not None and b is not None and torch.equal(a, b))
+               for run_a, run_b in zip(expected, observed) for a, b in zip(run_a, run_b))
+
+
+def test_dump_format_26_writes_26_2_0s_layout_with_the_same_entries_and_numbers(tmp_path, bare_run):
+    for name, common in (("default", {}), ("new", {"dump_format": "26"})):
+        config = write_config(tmp_path, name, "statistics", "mix", {}, **common)
+        assert _same_run(bare_run, train(GPT2, PrecisionDebugger(config_path=str(config)))), name
+    step = tmp_path / "new" / "step0"
+    (proc,) = [d.name for d in step.iterdir()]
+    assert proc == f"proc{os.getpid()}"
+    new_dump = json.loads((step / proc / "dump.json").read_text())
+    old_dump = json.loads((tmp_path / "default" / "step0" / "rank" / "dump.json").read_text())
+    assert list(new_dump) == ["task", "level", "framework", "dump_data_dir", "data"]
+    assert new_dump["framework"] == "pytorch" and "framework" not in old_dump
+    assert new_dump["data"].keys() == old_dump["data"].keys()
+    grouped = json.loads((step / proc / "stack.json").read_text())
+    assert list(grouped) == [str(i) for i in range(len(grouped))]
+    names = [name for names, _ in grouped.values() for name in names]
+    assert len(names) == len(set(names)) and any(len(names) > 1 for names, _ in grouped.values())
+    frames = [tuple(frames) for _, frames in grouped.values()]
+    assert len(frames) == len(set(frames))  # one group per distinct stack
+    assert read_stack(step / proc / "stack.json") == read_stack(tmp_path / "default" / "step0" / "rank" / "stack.json")
+    for index in (0, 1):  # each step in the new layout, and its rows those of the default layout's
+        result = compare_distributed(tmp_path / "new" / f"step{index}", tmp_path / "default" / f"step{index}",
+                                     tmp_path / f"cmp{index}")
+        assert result.first_rank is None and result.ranks[0].rows > 500
+
+
+def test_a_run_in_26_layout_moves_an_earlier_processs_directory_aside(tmp_path):
+    """Outside a distributed job each process has its own proc{pid}: a run moves what an earlier process (here
+    26.2.0's own run, copied in) left in the dump_path aside, as it does with 1.1.1's ``rank``, so a step never
+    holds two processes of rank 0."""
+    shutil.copytree(DATA / "step0", tmp_path / "dump" / "step0")
+    model = torch.nn.Linear(4, 2)
+    debugger = PrecisionDebugger(config_path=str(write_config(tmp_path, "dump", "statistics", "L1", {},
+                                                              dump_format="26")))
+    debugger.start(model=model)
+    model(torch.ones(3, 4)).sum().backward()
+    debugger.stop()
+    debugger.step()
+    names = {d.name for d in (tmp_path / "dump" / "step0").iterdir()}
+    (moved,) = names - {f"proc{os.getpid()}"}
+    assert f"proc{os.getpid()}" in names and moved.startswith("proc14429.moved-")
+    assert list(process_dirs(tmp_path / "dump" / "step0", "npu_path")) == [0]
+
+
+def test_an_unknown_dump_format_is_a_one_line_error(tmp_path):
+    config = write_config(tmp_path, "bad", "statistics", "L1", {}, dump_format="26.2.0")
+    with pytest.raises(ConfigError) as error:
+        PrecisionDebugger(config_path=str(config))
+    message = str(error.value)
+    assert "dump_format" in message and "'26.2.0'" in message and "'1.1.1'" in message and "'26'" in message
+
+
+def test_run_ut_replays_every_api_of_a_26_dump(tmp_path):
+    from msprobe.pytorch.run_ut.replay import run_ut
+
+    dump = Path(__file__).parents[1] / "data" / "anomaly" / "up262_step0" / "proc13191" / "dump.json"
+    result = run_ut(dump, tmp_path)
+    assert [row.name for row in result.rows] == ["Functional.linear.0", "Torch.relu.0", "Tensor.__sub__.0",
+                                                 "Torch.log.0", "Functional.linear.1", "Tensor.sum.0"]
+    assert all(row.forward == "pass" and row.backward == "pass" for row in result.rows)
