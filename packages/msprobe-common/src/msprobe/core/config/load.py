@@ -18,6 +18,7 @@ from msprobe.core.config.model import (
     DEFAULT_DUMP_PATH,
     DEFAULT_LEVEL,
     DEFAULT_TASK,
+    DEBUG_LEVEL,
     LEVELS,
     DebuggerConfig,
 )
@@ -107,6 +108,11 @@ def build_config(
             f"{one_of(tuple(t for t in tasks if task_named(t).build is not None))}; {task} configures the "
             f"`msprobe -f {framework} {task}` command, not the debugger",
         )
+    if level == DEBUG_LEVEL and task in tasks and not task_named(task).saves_variables:
+        savers = tuple(t for t in tasks if task_named(t).saves_variables)
+        reader_for("level").report("level", level, f"{one_of(tuple(v for v in LEVELS if v != DEBUG_LEVEL))} for "
+                                   f"task {task} (level 'debug' is for tasks {' and '.join(savers)}: "
+                                   "PrecisionDebugger.save)")
     rank = from_file.indices("rank", ())
     step = reader_for("step").indices("step", ())
     enable_dataloader = from_file.flag("enable_dataloader", False)

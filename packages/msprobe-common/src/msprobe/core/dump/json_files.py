@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from msprobe.core.config.model import DEBUG_LEVEL
 from msprobe.core.lifecycle.layout import claim_step_dir, step_dir
 from msprobe.core.services.fileio import PendingFile, atomic_write_text, make_dir
 from msprobe.core.services.log import logger
 
 DUMP_FILE, STACK_FILE, CONSTRUCT_FILE = "dump.json", "stack.json", "construct.json"
+DEBUG_FILE = "debug.json"  # level debug: the variables PrecisionDebugger.save recorded, alone
 TENSOR_DIR = "dump_tensor_data"
 CHUNK_ENTRIES = 1000
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -149,9 +151,11 @@ class StepWriter:
         data_dir = str(self._tensor_dir) if identity.with_tensors else None
         empty_dump = json_text({"task": identity.task, "level": identity.level, "dump_data_dir": data_dir, "data": {}})
         head, tail = empty_dump[: -len("{}\n}")], "\n}"  # "data" is last: its members stream in between
-        self._dump = _JsonObjectStream(self.directory / DUMP_FILE, head, 2, tail)
+        debug = identity.level == DEBUG_LEVEL  # debug.json alone: saved variables have no stack or place
+        self._dump = _JsonObjectStream(self.directory / (DEBUG_FILE if debug else DUMP_FILE), head, 2, tail)
         self._stack = _JsonObjectStream(self.directory / STACK_FILE, "", 1, "")
         self._construct = _JsonObjectStream(self.directory / CONSTRUCT_FILE, "", 1, "")
+        self._files = (self._dump,) if debug else (self._dump, self._stack, self._construct)
         self._names: set[str] = set()
         self._closed = False
         self._continue_earlier_files()
@@ -221,7 +225,7 @@ class StepWriter:
         one was moved aside when it was claimed)."""
         targets = (stream.target for stream in self._streams())
         earlier = {path.name: read_json(path) for path in targets if path.exists()}
-        for name, entry in earlier.get(DUMP_FILE, {}).get("data", {}).items():
+        for name, entry in earlier.get(self._dump.target.name, {}).get("data", {}).items():
             self.add(name, entry)
         for name, frames in earlier.get(STACK_FILE, {}).items():
             self.add_stack(name, frames)
@@ -229,4 +233,4 @@ class StepWriter:
             self.add_construct(name, parent)
 
     def _streams(self) -> tuple[_JsonObjectStream, ...]:
-        return (self._dump, self._stack, self._construct)
+        return self._files
