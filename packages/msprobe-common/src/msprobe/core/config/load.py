@@ -15,10 +15,10 @@ from msprobe.core.config.fields import FieldReader, one_of
 from msprobe.core.config.frameworks import capabilities_of, framework_names
 from msprobe.core.config.keys import COMMON_KEYS, warn_unused_keys
 from msprobe.core.config.model import (
+    DEBUG_LEVEL,
     DEFAULT_DUMP_PATH,
     DEFAULT_LEVEL,
     DEFAULT_TASK,
-    DEBUG_LEVEL,
     LEVELS,
     DebuggerConfig,
 )

@@ -310,8 +310,9 @@ class DumpCollector:
 
     def parameters_grad(self, name: str, grads: dict) -> None:
         """A module's parameter gradients of one backward pass (levels L0, mix), as upstream writes them:
-        ``{"weight": [record], "bias": [record]}``. Kept when scope and list selected a forward of the module in this step
-        and data_mode keeps backward entries; no place in construct.json (docs/dump_format.md#parameters_grad)."""
+        ``{"weight": [record], "bias": [record]}``. Kept when scope and list selected a forward of the module
+        in this step and data_mode keeps backward entries; no place in construct.json
+        (docs/dump_format.md#parameters_grad)."""
         module, parts = name.rsplit(".", 2)[0], self.parts
         if not parts.output.active or module not in self._selected_modules \
                 or not self.selector.wants(f"{module}.{BACKWARD}.0"):

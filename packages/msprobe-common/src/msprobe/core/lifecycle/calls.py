@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from msprobe.core.contract import Call, CallSink
-from msprobe.core.lifecycle.naming import FORWARD, PARAMETERS_GRAD, CallCounter, api_name, module_name, parameters_grad_name
+from msprobe.core.lifecycle.naming import (
+    FORWARD,
+    PARAMETERS_GRAD,
+    CallCounter,
+    api_name,
+    module_name,
+    parameters_grad_name,
+)
 
 MODULE_LEVELS = ("L0", "mix")  # the levels that collect modules/cells (construct.json has their nesting)
 API_LEVELS = ("L1", "mix")

@@ -187,7 +187,8 @@ class CallCounter:
 
 def tensor_file_name(entry: str, part: str, index: Sequence[int | str], suffix: str) -> str:
     """The file name of a saved tensor: ``{entry}.{part}.{i.j...}{suffix}`` (docs/dump_format.md#tensor-files);
-    ``{entry}.{i.j...}{suffix}`` for part :data:`WHOLE` (``x.0.debug.a.pt``, ``Module.fc.Linear.parameters_grad.0.weight.pt``).
+    ``{entry}.{i.j...}{suffix}`` for part :data:`WHOLE` (``x.0.debug.a.pt``,
+    ``Module.fc.Linear.parameters_grad.0.weight.pt``).
 
     The result is always a single safe path component: separators, NUL and control characters become
     ``_`` and ``..`` cannot appear. A name over 255 bytes keeps its start and ``suffix`` and gets a hash
