@@ -16,6 +16,8 @@ from dump_json import step_data, tensor_records, write_config
 from stats_reference import close, reference
 from zoo import ZOO, train
 
+from msprobe.core.compare.api import run_compare
+from msprobe.core.compare.pipeline import CompareOptions
 from msprobe.core.config import ConfigError
 from msprobe.pytorch import PrecisionDebugger
 from msprobe.pytorch.tensor_files import load_pt
@@ -172,3 +174,15 @@ def test_parameters_grad_leaves_two_adamw_steps_bit_identical(tmp_path):
                for run_a, run_b in zip(reference_run, observed) for a, b in zip(run_a, run_b))
     assert any(".parameters_grad.1" in name for name in step_data(tmp_path / "l0", 1)) is False
     assert any(".parameters_grad.0" in name for name in step_data(tmp_path / "l0", 1))
+
+
+def test_compare_rows_parameters_grad_entries_of_two_dumps(tmp_path):
+    for name in ("a", "b"):
+        _one_backward(_debugger(tmp_path, name, "statistics", "L0"))
+    step = Path("step0") / "rank" / "dump.json"
+    result = run_compare(load_pt, {"npu_path": tmp_path / "a" / step, "bench_path": tmp_path / "b" / step,
+                                   "stack_path": None}, tmp_path / "report", CompareOptions(workers=1, progress=False))
+    rows = [r for r in result.results if r.npu is not None and ".parameters_grad." in r.npu.name]
+    assert {r.npu.name for r in rows} >= {"Module.transformer.h.0.mlp.c_fc.Conv1D.parameters_grad.0.weight.0"}
+    assert all(r.bench is not None and r.bench.name == r.npu.name for r in rows)
+    assert all(diff == 0 for r in rows for pair in r.stat_diffs for diff in pair if diff is not None)
