@@ -49,6 +49,7 @@ class _Gradients:
             handle.remove()
         self.handles.clear()
         self.variable = None
+        self.arrived = {}
 
 
 def tensor_leaves(value: Any, is_tensor: Callable[[Any], bool], path: tuple = ()) -> list[tuple[tuple, Any]]:
@@ -68,7 +69,8 @@ class SaveCollector:
         self.adapter = adapter
         self.parts = Parts(identity, selector, adapter)
         self._counter = CallCounter()  # saves per name in this step
-        self._waiting: list[_Gradients] = []
+        self._waiting: list[_Gradients] = []  # gradients still expected
+        self._hooked: list[_Gradients] = []  # every variable of this step with hooks: removed at its end
         self.guard: Callable[..., None] = lambda name, method, *args: method(*args)
 
     @property
@@ -122,6 +124,7 @@ class SaveCollector:
             parts.keep(grad_entry, None, None, placed=False)
             return
         self._waiting.append(gradients)
+        self._hooked.append(gradients)
 
     def _on_gradient(self, gradients: _Gradients, path: tuple) -> Callable[[Any], None]:
         def arrived(grad: Any) -> None:
@@ -137,14 +140,16 @@ class SaveCollector:
             self._write_gradients(gradients)
 
     def _write_gradients(self, gradients: _Gradients) -> None:
+        """Its entry now; its hooks stay until the step's end (MindSpore cannot remove a hook from inside it)."""
         value = gradients.mirror(gradients.variable) if gradients.arrived else None
         self._waiting.remove(gradients)
-        gradients.release()
+        gradients.variable, gradients.arrived = None, {}
         self.parts.keep(gradients.entry, value, None, placed=False)
 
     def _forget_waiting(self) -> None:
-        for gradients in self._waiting:
+        for gradients in self._hooked:
             gradients.release()
+        self._hooked.clear()
         self._waiting.clear()
 
 
