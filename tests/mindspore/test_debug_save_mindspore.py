@@ -17,7 +17,7 @@ import mindspore as ms  # noqa: E402
 from dump_json import write_config  # noqa: E402
 from mindspore import nn, ops  # noqa: E402
 from stats_reference import close, reference  # noqa: E402
-from zoo_ms import ZOO, build  # noqa: E402
+from zoo_ms import ZOO, build, train  # noqa: E402
 
 from msprobe.mindspore import PrecisionDebugger  # noqa: E402
 
@@ -78,3 +78,31 @@ def test_saved_logits_and_their_gradient_are_those_the_vit_held(tmp_path):
         grad = data["head_grad.0.debug"]
         assert _matches(grad["logits"], _cross_entropy_grad(arrays["logits"], arrays["labels"]))
         assert grad["extra"] == [None, None]
+
+
+LLAMA = next(spec for spec in ZOO if spec.name == "llama")
+
+
+def test_parameters_grad_entries_are_each_cells_gradients_and_training_is_bit_identical(tmp_path):
+    config = write_config(tmp_path, "l0", "statistics", "L0", {})
+    debugger = PrecisionDebugger(config_path=str(config))
+    bare, observed = train(LLAMA), train(LLAMA, debugger)
+    assert all(np.array_equal(a, b) for run_a, run_b in zip(bare, observed) for a, b in zip(run_a, run_b))
+    model = build(LLAMA)  # the step-0 gradients, taken again without msprobe
+    params = model.trainable_params()
+    batch = LLAMA.batch(np.random.default_rng(1))
+    _, grads = ms.value_and_grad(lambda *b: LLAMA.loss(model, b), None, params)(*batch)
+    grad_of = {p.name: g.asnumpy().astype(np.float64) for p, g in zip(params, grads)}
+    data = json.loads((tmp_path / "l0" / "step0" / "rank" / "dump.json").read_text())["data"]
+    entries = {name: value for name, value in data.items() if ".parameters_grad." in name}
+    expected = {}
+    for path, cell in model.cells_and_names():
+        own = {name: p for name, p in cell._params.items() if p is not None and p.requires_grad}
+        if path and own:
+            expected[f"Cell.{path}.{type(cell).__name__}.parameters_grad.0"] = own
+    assert set(entries) == set(expected)
+    for name, own in expected.items():
+        assert set(entries[name]) == set(own)
+        for member, param in own.items():
+            (record,) = entries[name][member]
+            assert _matches(record, grad_of[param.name]), (name, member)
