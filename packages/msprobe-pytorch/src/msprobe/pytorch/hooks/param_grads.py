@@ -39,17 +39,20 @@ class ParameterGradHooks:
     def __init__(self, recorder: Recorder, model: torch.nn.Module) -> None:
         self._recorder = recorder
         self._modules: list[tuple[_ModuleGrads, list[tuple[str, torch.nn.Parameter]]]] = []
-        for path, module in model.named_modules():
-            params = [(name, p) for name, p in module.named_parameters(recurse=False) if p.requires_grad]
-            if path and params:  # the root is not named (docs/dump_format.md#entry-names)
-                safe_path, cls = safe_module_parts(path, type(module).__name__)
-                self._modules.append((_ModuleGrads(safe_path, cls, len(params)), params))
+        with torch._C.DisableTorchFunction():  # reading requires_grad is msprobe's, not the user's call
+            for path, module in model.named_modules():
+                params = [(name, p) for name, p in module.named_parameters(recurse=False) if p.requires_grad]
+                if path and params:  # the root is not named (docs/dump_format.md#entry-names)
+                    safe_path, cls = safe_module_parts(path, type(module).__name__)
+                    self._modules.append((_ModuleGrads(safe_path, cls, len(params)), params))
         self._partial: list[_ModuleGrads] = []  # modules with some of this pass's gradients, in arrival order
         self._callback_pass = -1  # the pass whose end-of-pass callback is queued
 
     def install(self) -> HandleGroup:
-        """Register the hooks; the handle removes them and forgets gradients not yet reported."""
-        return HandleGroup(self._register())
+        """Register the hooks; the handle removes them and forgets gradients not yet reported. A user's
+        TorchFunctionMode sees none of it (as it sees none of msprobe's calls)."""
+        with torch._C.DisableTorchFunction():
+            return HandleGroup(self._register())
 
     def _register(self) -> Iterator[Removable]:
         yield Handle(self._forget)
@@ -59,12 +62,16 @@ class ParameterGradHooks:
 
     def _hook(self, grads: _ModuleGrads, name: str) -> Any:
         def accumulated(param: torch.nn.Parameter) -> None:
-            if not self._recorder.sees_calls or param.grad is None:
+            if not self._recorder.sees_calls:
+                return
+            with torch._C.DisableTorchFunction():  # reading .grad is msprobe's, not the user's call
+                grad = param.grad
+            if grad is None:
                 return
             pass_id = backward_pass_id()
             if grads.pass_id != pass_id:  # a new pass: what an earlier one left was reported at its end
                 grads.pass_id, grads.ready = pass_id, {}
-            grads.ready[name] = param.grad
+            grads.ready[name] = grad
             if grads not in self._partial:
                 self._partial.append(grads)
             if self._callback_pass != pass_id:
