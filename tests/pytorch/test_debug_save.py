@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from dump_json import step_data, tensor_records, write_config
+from dump_json import parameters_grad_records, step_data, tensor_records, write_config
 from stats_reference import close, reference
 from zoo import ZOO, train
 
@@ -151,18 +151,10 @@ def _one_backward(debugger: PrecisionDebugger | None) -> torch.nn.Module:
 def test_parameters_grad_entries_are_each_modules_gradients(tmp_path, level):
     model = _one_backward(_debugger(tmp_path, level, "statistics", level))
     data = step_data(tmp_path / level, 0)
-    entries = {name: value for name, value in data.items() if ".parameters_grad." in name}
-    expected = {}
-    for path, module in model.named_modules():
-        params = {n: p for n, p in module.named_parameters(recurse=False) if p.requires_grad}
-        if path and params:
-            expected[f"Module.{path}.{type(module).__name__}.parameters_grad.0"] = params
-    assert set(entries) == set(expected)
-    for name, params in expected.items():
-        assert set(entries[name]) == set(params)
-        for member, param in params.items():
-            (record,) = entries[name][member]
-            assert _matches(record, param.grad.double().numpy()), (name, member)
+    modules = [(path, module, {n: p for n, p in module.named_parameters(recurse=False) if p.requires_grad})
+               for path, module in model.named_modules()]
+    for record, param in parameters_grad_records(data, "Module", modules):
+        assert _matches(record, param.grad.double().numpy())
     construct = json.loads((tmp_path / level / "step0" / "rank" / "construct.json").read_text())
     assert not any(".parameters_grad." in name for name in construct)
 

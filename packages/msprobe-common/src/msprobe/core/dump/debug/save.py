@@ -17,7 +17,7 @@ from typing import Any
 
 from msprobe.core.config import DebuggerConfig
 from msprobe.core.contract import TensorAdapter
-from msprobe.core.dump.collector import Parts
+from msprobe.core.dump.collector import DumpCollector
 from msprobe.core.dump.json_files import DumpIdentity
 from msprobe.core.lifecycle.naming import WHOLE, CallCounter, debug_names
 from msprobe.core.lifecycle.select import Selector, selector_for
@@ -61,28 +61,21 @@ def tensor_leaves(value: Any, is_tensor: Callable[[Any], bool], path: tuple = ()
     return [(path, value)] if is_tensor(value) else []
 
 
-class SaveCollector:
-    """Level debug's collector: ``save`` entries and their gradients, in the step's ``debug.json``."""
+class SaveCollector(DumpCollector):
+    """Level debug's collector: ``save`` entries and their gradients, in the step's ``debug.json``. The dump
+    collector's parts and step lifecycle; no call ever reaches it (nothing is intercepted)."""
 
-    def __init__(self, identity: DumpIdentity, selector: Selector, adapter: TensorAdapter) -> None:
-        self.selector = selector
+    def __init__(self, identity: DumpIdentity, selector: Selector, adapter: TensorAdapter, *,
+                 summary_mode: str = "statistics") -> None:
+        super().__init__(identity, selector, adapter, summary_mode=summary_mode)
         self.adapter = adapter
-        self.parts = Parts(identity, selector, adapter)
         self._counter = CallCounter()  # saves per name in this step
         self._waiting: list[_Gradients] = []  # gradients still expected
         self._hooked: list[_Gradients] = []  # every variable of this step with hooks: removed at its end
         self.guard: Callable[..., None] = lambda name, method, *args: method(*args)
 
-    @property
-    def active(self) -> bool:
-        return self.parts.output.active
-
-    @property
-    def exhausted(self) -> bool:
-        return False
-
     def begin_step(self, step: int, rank: int | None) -> None:
-        self.parts.begin_step(step, rank)
+        super().begin_step(step, rank)
         self._counter.reset()
 
     def end_step(self) -> None:
@@ -91,21 +84,11 @@ class SaveCollector:
             for gradients in list(self._waiting):
                 self._write_gradients(gradients)
         self._forget_waiting()
-        self.parts.end_step()
+        super().end_step()
 
     def abort(self) -> None:
         self._forget_waiting()
-        self.parts.abort()
-
-    # No call is intercepted at level debug.
-    def forward_start(self, call: Any) -> bool:
-        return False
-
-    def forward_end(self, call: Any, output: Any) -> None:
-        return None
-
-    def backward(self, call: Any, grad_input: tuple, grad_output: tuple) -> None:
-        return None
+        super().abort()
 
     def save(self, variable: Any, name: str, save_backward: bool) -> None:
         """One ``save(variable, name)``: its entry now, its gradient's when backward brings it."""
@@ -195,5 +178,6 @@ def build_debug_save(config: DebuggerConfig, adapter: TensorAdapter, current_ran
                      on_finish: Callable[[], None]) -> DebugSession:
     """Level debug of task statistics or tensor: a :class:`DebugSession` over a :class:`SaveCollector`."""
     identity = DumpIdentity.of(config, with_tensors=config.task == "tensor")
-    collector = SaveCollector(identity, selector_for(config), adapter)
+    collector = SaveCollector(identity, selector_for(config), adapter,
+                              summary_mode=getattr(config.section, "summary_mode", "statistics"))
     return DebugSession(config, collector, lambda sink: _NoInterceptor(), current_rank, on_finish)
