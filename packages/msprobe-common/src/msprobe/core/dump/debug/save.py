@@ -98,8 +98,10 @@ class SaveCollector(DumpCollector):
         if not save_backward:
             return
         gradients = _Gradients(grad_entry, variable, self.adapter.is_tensor)
+        # a framework without gradients (the numpy reference adapter) has no watch_gradient: null gradients
+        watch = getattr(self.adapter, "watch_gradient", lambda tensor, on_grad: None)
         for path, tensor in tensor_leaves(variable, self.adapter.is_tensor):
-            handle = self.adapter.watch_gradient(tensor, self._on_gradient(gradients, path))
+            handle = watch(tensor, self._on_gradient(gradients, path))
             if handle is not None:
                 gradients.handles.append(handle)
         gradients.expected = len(gradients.handles)
