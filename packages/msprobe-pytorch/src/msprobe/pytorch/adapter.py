@@ -278,13 +278,14 @@ class TorchTensorAdapter(StatsAdapterBase):
         """Level debug's ``save_backward``: a tensor hook that hands ``tensor``'s gradient to ``on_grad`` when
         backward computes it, and returns None, so the gradient flows on unchanged. None (no hook) for a
         tensor that cannot have a gradient."""
-        if not tensor.requires_grad:
-            return None
+        with torch._C.DisableTorchFunction():  # a user's TorchFunctionMode sees none of msprobe's calls
+            if not tensor.requires_grad:
+                return None
 
-        def read_only(grad: torch.Tensor) -> None:
-            on_grad(grad)
+            def read_only(grad: torch.Tensor) -> None:
+                on_grad(grad)
 
-        return tensor.register_hook(read_only)
+            return tensor.register_hook(read_only)
 
     def encode_other(self, value: Any) -> Any:
         if isinstance(value, torch.dtype):
