@@ -1,7 +1,8 @@
-"""Level debug's ``PrecisionDebugger.save`` on MindSpore (docs/mindspore/dump.md#level-debug-save), on mindcv's
-VisionTransformer: the saved logits against float64 numpy of what the training held, their gradient against
-the float64 cross-entropy gradient ``(softmax - onehot) / batch``, and the training bit for bit that of a run
-without msprobe."""
+"""Level debug's ``PrecisionDebugger.save`` on MindSpore
+(docs/mindspore/dump.md#level-debug-save-and-parameters_grad), on mindcv's VisionTransformer: the saved logits
+against float64 numpy of what the training held, their gradient against the float64 cross-entropy gradient
+``(softmax - onehot) / batch``; and the cells' parameters_grad entries of the LLaMA port against
+``value_and_grad``'s gradients; each training bit for bit that of a run without msprobe."""
 
 from __future__ import annotations
 
