@@ -4,7 +4,7 @@ writing the config.json that makes one."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +33,17 @@ def write_config(directory: Path, name: str, task: str, level: str, section: dic
 def step_data(dump_path: Path, step: int) -> dict:
     """The ``data`` of ``dump_path``'s dump.json of ``step`` (a run without a process group: ``rank``)."""
     return json.loads((dump_path / f"step{step}" / "rank" / "dump.json").read_text())["data"]
+
+
+def parameters_grad_records(data: dict, kind: str, modules: Iterable[tuple[str, Any, dict]]) -> Iterator[tuple]:
+    """Each ``(record, parameter)`` of step ``data``'s ``{kind}.{path}.{Class}.parameters_grad.0`` entries, after
+    checking that exactly the named modules (cells) with trainable parameters of their own have one, with
+    those parameters as members. ``modules``: (path, module, its own trainable parameters by name)."""
+    expected = {f"{kind}.{path}.{type(module).__name__}.parameters_grad.0": own
+                for path, module, own in modules if path and own}
+    assert {name for name in data if ".parameters_grad." in name} == set(expected)
+    for name, own in expected.items():
+        assert set(data[name]) == set(own), name
+        for member, param in own.items():
+            (record,) = data[name][member]
+            yield record, param

@@ -204,7 +204,7 @@ def test_checkpointed_dump_equals_plain_dump(model: str, level: str, reentrant: 
         if rounded and name in T5_BIAS_MAKERS:  # see test_t5_reentrant_bias_gradients_of_the_checkpointed_block
             entry, recorded = _without_bias_gradients(entry), _without_bias_gradients(recorded)
         got, want = _without_requires_grad(recorded), _without_requires_grad(entry)
-        if rounded and ".backward" in name:
+        if rounded and (".backward" in name or ".parameters_grad." in name):  # gradients: PyTorch's summation order
             assert [p for p, _ in _numbers(got)] == [p for p, _ in _numbers(want)], name
             for (where, a), (_, b) in zip(_numbers(got), _numbers(want), strict=True):
                 assert a == pytest.approx(b, rel=1e-5, abs=1e-9), (name, where)

@@ -239,7 +239,7 @@ def test_every_problem_is_reported_at_once(load):
     lines = str(excinfo.value).splitlines()
     assert len(lines) == 1 + 9 and "9 problems" in lines[0]
     assert "  tensor.file_format: got 'pt'; allowed: one of 'npy', 'bin'" in lines
-    assert "  level: got 'L9'; allowed: one of 'L0', 'L1', 'L2', 'mix'" in lines
+    assert "  level: got 'L9'; allowed: one of 'L0', 'L1', 'L2', 'mix', 'debug'" in lines
 
 
 def test_message_names_path_value_and_allowed(load):

@@ -508,3 +508,36 @@ def test_a_debugger_built_on_the_numpy_adapter(tmp_path):
     assert debugger.finished
     dump = read_json(step_dir(tmp_path / "dump", 0, None) / "dump.json")
     assert list(dump["data"]) == MIX_ORDER
+
+
+def test_level_debug_saves_count_per_name_and_step_and_hold_the_statistics(tmp_path):
+    """Level debug without a framework (docs/pytorch/dump.md#level-debug-save): names counted per name and
+    step, nested values encoded as dump.json encodes arguments, numbers against float64 numpy; numpy has no
+    gradients, so every gradient entry is null."""
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps({"task": "statistics", "dump_path": str(tmp_path / "dump"),
+                                       "level": "debug", "step": [1, 2]}))
+    debugger = NumpyDebugger(str(config_path))
+    rng = np.random.default_rng(0)
+    saved = []
+    for _ in range(3):
+        array = rng.standard_normal((3, 5)).astype(np.float32)
+        saved.append(array)
+        debugger.save(array, "a")
+        debugger.save({"x": [array, 2], "lr": 0.5}, "a", save_backward=False)
+        debugger.step()
+    assert not (tmp_path / "dump" / "step0").exists()  # step selects as in any dump
+    for step in (1, 2):
+        debug = read_json(step_dir(tmp_path / "dump", step, None) / "debug.json")
+        assert (debug["task"], debug["level"]) == ("statistics", "debug")
+        data = debug["data"]
+        assert list(data) == ["a.0.debug", "a_grad.0.debug", "a.1.debug"]
+        values = saved[step].astype(np.float64)
+        record = data["a.0.debug"]
+        assert record["shape"] == [3, 5] and record["Max"] == pytest.approx(values.max(), rel=1e-6)
+        assert record["Norm"] == pytest.approx(math.sqrt((values ** 2).sum()), rel=1e-6)
+        assert data["a_grad.0.debug"] is None
+        assert data["a.1.debug"]["x"][1] == {"type": "int", "value": 2}
+        assert data["a.1.debug"]["lr"] == {"type": "float", "value": 0.5}
+        assert data["a.1.debug"]["x"][0]["Mean"] == pytest.approx(values.mean(), rel=1e-6, abs=1e-7)
+        assert sorted(p.name for p in step_dir(tmp_path / "dump", step, None).iterdir()) == ["debug.json"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -118,6 +118,19 @@ class MindSporeTensorAdapter(StatsAdapterBase):
 
     def write_frozen(self, payload: np.ndarray, handle: BinaryIO) -> None:
         np.save(handle, payload, allow_pickle=False)
+
+    def watch_gradient(self, tensor: mindspore.Tensor, on_grad: Callable[[mindspore.Tensor], None]) -> Any:
+        """Level debug's ``save_backward``: a tensor hook (PyNative) that hands ``tensor``'s gradient to
+        ``on_grad`` when backward computes it, and returns None, so the gradient flows on unchanged. None for
+        a Parameter that does not require a gradient (a plain tensor has a gradient whenever a
+        ``mindspore.grad``/``value_and_grad`` differentiates through it: it is always watched)."""
+        if isinstance(tensor, mindspore.Parameter) and not tensor.requires_grad:
+            return None
+
+        def read_only(grad: mindspore.Tensor) -> None:
+            on_grad(grad)
+
+        return tensor.register_hook(read_only)
 
     def encode_other(self, value: Any) -> Any:
         if isinstance(value, mindspore.dtype.Type):

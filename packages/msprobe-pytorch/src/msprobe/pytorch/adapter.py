@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import math
 import weakref
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -285,6 +286,19 @@ class TorchTensorAdapter(StatsAdapterBase):
 
     def write_frozen(self, payload: torch.Tensor, handle: BinaryIO) -> None:
         torch.save(payload, handle)
+
+    def watch_gradient(self, tensor: torch.Tensor, on_grad: Callable[[torch.Tensor], None]) -> Any:
+        """Level debug's ``save_backward``: a tensor hook that hands ``tensor``'s gradient to ``on_grad`` when
+        backward computes it, and returns None, so the gradient flows on unchanged. None (no hook) for a
+        tensor that cannot have a gradient."""
+        with torch._C.DisableTorchFunction():  # a user's TorchFunctionMode sees none of msprobe's calls
+            if not tensor.requires_grad:
+                return None
+
+            def read_only(grad: torch.Tensor) -> None:
+                on_grad(grad)
+
+            return tensor.register_hook(read_only)
 
     def encode_other(self, value: Any) -> Any:
         if isinstance(value, torch.dtype):

@@ -15,6 +15,7 @@ from msprobe.core.config.fields import FieldReader, one_of
 from msprobe.core.config.frameworks import capabilities_of, framework_names
 from msprobe.core.config.keys import COMMON_KEYS, warn_unused_keys
 from msprobe.core.config.model import (
+    DEBUG_LEVEL,
     DEFAULT_DUMP_PATH,
     DEFAULT_LEVEL,
     DEFAULT_TASK,
@@ -108,6 +109,11 @@ def build_config(
             f"{one_of(tuple(t for t in tasks if task_named(t).build is not None))}; {task} configures the "
             f"`msprobe -f {framework} {task}` command, not the debugger",
         )
+    if level == DEBUG_LEVEL and task in tasks and not task_named(task).saves_variables:
+        savers = tuple(t for t in tasks if task_named(t).saves_variables)
+        reader_for("level").report("level", level, f"{one_of(tuple(v for v in LEVELS if v != DEBUG_LEVEL))} for "
+                                   f"task {task} (level 'debug' is for tasks {' and '.join(savers)}: "
+                                   "PrecisionDebugger.save)")
     rank = from_file.indices("rank", ())
     step = reader_for("step").indices("step", ())
     enable_dataloader = from_file.flag("enable_dataloader", False)

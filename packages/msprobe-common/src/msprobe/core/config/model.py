@@ -14,7 +14,8 @@ from msprobe.core.config.frameworks import capabilities_of
 
 S = TypeVar("S")
 
-LEVELS = ("L0", "L1", "L2", "mix")
+LEVELS = ("L0", "L1", "L2", "mix", "debug")
+DEBUG_LEVEL = "debug"  # PrecisionDebugger.save only, no hooks (docs/pytorch/dump.md#level-debug-save)
 DATA_MODES = ("all", "forward", "backward", "input", "output")
 DEFAULT_TASK = "statistics"
 DEFAULT_LEVEL = "L1"

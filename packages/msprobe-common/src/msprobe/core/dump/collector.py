@@ -20,7 +20,7 @@ from msprobe.core.dump.json_files import DumpIdentity, StepWriter
 from msprobe.core.dump.tensor_writer import TensorWriter
 from msprobe.core.dump.user_stack import user_stack
 from msprobe.core.lifecycle.calls import MODULE_LEVELS
-from msprobe.core.lifecycle.naming import backward_name, tensor_file_name
+from msprobe.core.lifecycle.naming import BACKWARD, WHOLE, backward_name, tensor_file_name
 from msprobe.core.lifecycle.rows import RowSelection
 from msprobe.core.lifecycle.select import Selector, named_by
 
@@ -221,9 +221,11 @@ class Parts:
             self.tensors.discard()
         self.output.abort()
 
-    def keep(self, name: str, entry: dict, parent: str | None) -> None:
-        """A finished entry: written once its batch's statistics are fetched."""
-        self.output.add_construct(name, parent)
+    def keep(self, name: str, entry: Any, parent: str | None, *, placed: bool = True) -> None:
+        """A finished entry: written once its batch's statistics are fetched. ``placed``: it has a place in
+        construct.json (a call's entry; not a parameters_grad or level debug entry)."""
+        if placed:
+            self.output.add_construct(name, parent)
         if self.entries.hold(name, entry):
             self.flush()
 
@@ -250,6 +252,7 @@ class DumpCollector:
         self.parts = Parts(identity, selector, adapter, summary_mode=summary_mode,
                            tensors_of=named_by(tensor_list) if tensor_list else None, rows=rows)
         self._entry: CallState[dict] = CallState("dump entry")
+        self._selected_modules: set[str] = set()  # "Module.fc.Linear" of every module forward selected this step
 
     # ------------------------------------------------------------------ step lifecycle
     @property
@@ -263,6 +266,7 @@ class DumpCollector:
 
     def begin_step(self, step: int, rank: int | None) -> None:
         self.parts.begin_step(step, rank)
+        self._selected_modules.clear()
 
     def end_step(self) -> None:
         self.parts.end_step()
@@ -275,6 +279,8 @@ class DumpCollector:
         parts, selector = self.parts, self.selector
         if not parts.spans.enter(call):
             return False
+        if call.is_module:
+            self._selected_modules.add(call.name.rsplit(".", 2)[0])
         entry: dict = {}
         if selector.wants(call.name):
             if selector.wants(call.name, "input"):
@@ -304,3 +310,15 @@ class DumpCollector:
         if selector.wants(name, "output"):
             entry["output"] = parts.entries.encode(tuple(grad_output), name, "output")
         parts.keep(name, entry, parts.spans.backward_parent(call.name))
+
+    def parameters_grad(self, name: str, grads: dict) -> None:
+        """A module's parameter gradients of one backward pass (levels L0, mix), as upstream writes them:
+        ``{"weight": [record], "bias": [record]}``. Kept when scope and list selected a forward of the module
+        in this step and data_mode keeps backward entries; no place in construct.json
+        (docs/dump_format.md#parameters_grad)."""
+        module, parts = name.rsplit(".", 2)[0], self.parts
+        if not parts.output.active or module not in self._selected_modules \
+                or not self.selector.wants(f"{module}.{BACKWARD}.0"):
+            return
+        encoded = parts.entries.encode(grads, name, WHOLE)
+        parts.keep(name, {key: [record] for key, record in encoded.items()}, None, placed=False)

@@ -120,16 +120,17 @@ class EntryEncoder:
         self._handles: list[tuple[TensorRecord, Any]] = []
         self._checksums: list[tuple[TensorRecord, Any]] = []  # summary_mode xor: words still on the device
 
-    def encode(self, value: Any, entry: str, part: str, *, as_list: bool = False) -> Any:
+    def encode(self, value: Any, entry: str, part: str, *, as_list: bool = False, path: tuple = ()) -> Any:
         """``value`` (an argument list, kwargs or an output) with each tensor as a :class:`TensorRecord`
-        whose statistics are on their way; ``as_list`` wraps a single output as 1.1.1 does."""
+        whose statistics are on their way; ``as_list`` wraps a single output as 1.1.1 does. ``path``: where
+        ``value`` sits inside the entry (one gradient of a saved variable), for its tensor file's name."""
         if as_list and not isinstance(value, (list, tuple)):
             value = (value,)
         adapter, handles, save = self.adapter, self._handles, self.save
         produced = part == "output"  # what the call made: reused if met again unchanged (next call's input)
         uninitialised = produced and outputs_uninitialised(entry)  # empty_like & co: whatever memory held
         if self.summary_mode == "xor":
-            return encode_value(value, self._xor_leaf(entry, part, produced, uninitialised))
+            return encode_value(value, self._xor_leaf(entry, part, produced, uninitialised), path)
 
         def leaf(item: Any, path: tuple) -> Any:
             if not adapter.is_tensor(item):
@@ -150,7 +151,7 @@ class EntryEncoder:
             record.uninitialised = record.uninitialised or uninitialised
             return record
 
-        return encode_value(value, leaf)
+        return encode_value(value, leaf, path)
 
     def _xor_leaf(self, entry: str, part: str, produced: bool, uninitialised: bool) -> Leaf:
         """Each tensor as its record and XOR checksum, no statistics (summary_mode xor, task statistics)."""

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from msprobe.core.config.model import DEBUG_LEVEL
 from msprobe.core.lifecycle.layout import DEFAULT_DUMP_FORMAT, claim_step_dir, step_dir
 from msprobe.core.services.fileio import PendingFile, atomic_write_text, make_dir
 from msprobe.core.services.log import logger
 
 DUMP_FILE, STACK_FILE, CONSTRUCT_FILE = "dump.json", "stack.json", "construct.json"
+DEBUG_FILE = "debug.json"  # level debug: the variables PrecisionDebugger.save recorded, alone
 TENSOR_DIR = "dump_tensor_data"
 CHUNK_ENTRIES = 1000
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -196,11 +198,13 @@ class StepWriter:
         self._tensor_dir_made = False
         empty_dump = json_text(identity.header(str(self._tensor_dir) if identity.with_tensors else None))
         head, tail = empty_dump[: -len("{}\n}")], "\n}"  # "data" is last: its members stream in between
-        self._dump = _JsonObjectStream(self.directory / DUMP_FILE, head, 2, tail)
+        debug = identity.level == DEBUG_LEVEL  # debug.json alone: saved variables have no stack or place
+        self._dump = _JsonObjectStream(self.directory / (DEBUG_FILE if debug else DUMP_FILE), head, 2, tail)
         grouped = identity.dump_format == "26"
         self._stack = _GroupedStacks(self.directory / STACK_FILE) if grouped else _JsonObjectStream(
             self.directory / STACK_FILE, "", 1, "")
         self._construct = _JsonObjectStream(self.directory / CONSTRUCT_FILE, "", 1, "")
+        self._files = (self._dump,) if debug else (self._dump, self._stack, self._construct)
         self._names: set[str] = set()
         self._closed = False
         self._continue_earlier_files()
@@ -273,7 +277,7 @@ class StepWriter:
         one was moved aside when it was claimed)."""
         targets = (stream.target for stream in self._streams())
         earlier = {path.name: read_json(path) for path in targets if path.exists()}
-        for name, entry in earlier.get(DUMP_FILE, {}).get("data", {}).items():
+        for name, entry in earlier.get(self._dump.target.name, {}).get("data", {}).items():
             self.add(name, entry)
         for name, frames in stack_members(earlier.get(STACK_FILE, {})):
             self.add_stack(name, frames)
@@ -281,4 +285,4 @@ class StepWriter:
             self.add_construct(name, parent)
 
     def _streams(self) -> tuple[_JsonObjectStream | _GroupedStacks, ...]:
-        return (self._dump, self._stack, self._construct)
+        return self._files

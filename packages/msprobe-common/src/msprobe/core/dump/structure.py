@@ -41,3 +41,6 @@ class StructureCollector(DumpCollector):
         name = backward_name(call.name)
         if self.parts.output.active and self.selector.begin(name):
             self.parts.output.add_construct(name, self.parts.spans.backward_parent(call.name))
+
+    def parameters_grad(self, name: str, grads: dict) -> None:
+        """No entries, so no parameter gradients: nothing of a tensor is read."""

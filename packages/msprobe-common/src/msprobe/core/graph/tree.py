@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from msprobe.core.compare.judge import stack_of
-from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, MODULE_KINDS, parse_name
+from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, MODULE_KINDS, is_parameters_grad, parse_name
 
 ROOT = "DefaultModel"
 APIS_BETWEEN_MODULES = "Apis_Between_Modules"
@@ -100,7 +100,8 @@ def build_graph(entries: dict[str, dict], construct: dict[str, str | None], stac
     ``stacks`` (stack.json)."""
     root = Node(ROOT, MODULE)
     graph = Graph(root, {ROOT: root}, dump_data_dir)
-    names = list(entries) + [n for n in construct if n not in entries]
+    # a module's parameters_grad entry is no call: the graph of calls leaves it out (docs/graph.md)
+    names = [n for n in entries if not is_parameters_grad(n)] + [n for n in construct if n not in entries]
     if any(kind_of(n) == MODULE for n in names):
         parents = _construct_parents(names, construct)
     else:

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from msprobe.core.contract import Call, CallSink
-from msprobe.core.lifecycle.naming import FORWARD, CallCounter, api_name, module_name
+from msprobe.core.lifecycle.naming import (
+    FORWARD,
+    PARAMETERS_GRAD,
+    CallCounter,
+    api_name,
+    module_name,
+    parameters_grad_name,
+)
 
 MODULE_LEVELS = ("L0", "mix")  # the levels that collect modules/cells (construct.json has their nesting)
 API_LEVELS = ("L1", "mix")
@@ -102,6 +109,16 @@ class CallReporter:
         """The call's backward ran; reported only while collecting (not after ``disable``)."""
         if self.sees_calls:
             self._to_sink(self.sink.backward, call, grad_input, grad_output)
+
+    def parameters_grad(self, kind: str, path: str, cls: str, grads: dict) -> None:
+        """A module's (cell's) parameter gradients of one backward pass are all there (``grads``: parameter
+        name → gradient): counted per module and step, named ``{kind}.{path}.{cls}.parameters_grad.{n}``,
+        handed to a sink that keeps them. Reported only while collecting."""
+        keep = getattr(self.sink, PARAMETERS_GRAD, None)
+        if keep is None or not self.sees_calls:
+            return
+        count = self.counter.next(f"{kind}.{path}.{cls}.{PARAMETERS_GRAD}")
+        self._to_sink(keep, parameters_grad_name(kind, path, cls, count), grads)
 
     def unrecorded(self, func: Callable[..., Any], around: Quiet = nullcontext) -> Callable[..., Any]:
         """``Call.rerun``: ``func`` run with interception paused (inside ``around``)."""

@@ -149,6 +149,22 @@ class BaseDebugger:
         """Stop API collection for the rest of this step (the optimizer is not collected)."""
         self._runner.forward_backward_dump_end()
 
+    def save(self, variable: Any, name: str, save_backward: bool = True) -> None:
+        """Level debug: record ``variable`` (a tensor, or nested lists/tuples/dicts of tensors and scalars) as
+        ``{name}.{n}.debug`` in this step's debug.json, and its gradient as ``{name}_grad.{n}.debug`` when
+        ``save_backward`` and backward reaches it (docs/pytorch/dump.md#level-debug-save)."""
+        save = getattr(self._runner, "save", None)
+        if save is None:
+            if not self._save_ignored:
+                self._save_ignored = True
+                logger.warning(f"PrecisionDebugger.save records at level 'debug' (tasks statistics and tensor); "
+                               f"this debugger runs task {self.config.task!r} at level {self.config.level!r}, so "
+                               "save() records nothing")
+            return
+        save(variable, name, save_backward)
+
+    _save_ignored = False
+
     def _gradient_monitor(self) -> Any:
         monitor = getattr(self._runner, "monitor", None)
         if monitor is None:

@@ -25,6 +25,8 @@ FORWARD, BACKWARD = "forward", "backward"
 DIRECTIONS = (FORWARD, BACKWARD)
 MODULE_KINDS = ("Module", "Cell")
 TENSOR_PARTS = ("input", "kwargs", "output")
+WHOLE = ""  # the "part" of an entry whose value is itself the saved value (level debug, parameters_grad)
+PARAMETERS_GRAD = "parameters_grad"
 MAX_FILE_NAME_BYTES = 255
 
 _HASH_CHARS = 16
@@ -99,6 +101,25 @@ def module_name(kind: str, path: str, cls: str, direction: str, count: int) -> s
     return f"{kind}.{path}.{cls}.{direction}.{count}"
 
 
+def parameters_grad_name(kind: str, path: str, cls: str, count: int) -> str:
+    """``Module.fc2.Linear.parameters_grad.0``: a module's (cell's) parameter gradients of one backward pass,
+    counted per module and step (docs/dump_format.md#parameters_grad). Not an API or module call name:
+    :func:`parse_name` refuses it, so filters and compare's pairing by call leave it alone."""
+    return module_name(kind, path, cls, FORWARD, count).replace(f".{FORWARD}.", f".{PARAMETERS_GRAD}.")
+
+
+def is_parameters_grad(name: str) -> bool:
+    """A :func:`parameters_grad_name` entry: a module's gradients, not a call."""
+    return f".{PARAMETERS_GRAD}." in name
+
+
+def debug_names(name: str, count: int) -> tuple[str, str]:
+    """The entries of the ``count``-th ``save(variable, name)`` of a step: ``{name}.{count}.debug`` and its
+    gradient's ``{name}_grad.{count}.debug`` (docs/dump_format.md#debugjson)."""
+    _check_count(count)
+    return f"{name}.{count}.debug", f"{name}_grad.{count}.debug"
+
+
 @dataclass(frozen=True)
 class EntryName:
     """A parsed entry name. For modules ``api`` holds the module path and ``cls`` its class."""
@@ -170,18 +191,20 @@ class CallCounter:
 
 
 def tensor_file_name(entry: str, part: str, index: Sequence[int | str], suffix: str) -> str:
-    """The file name of a saved tensor: ``{entry}.{part}.{i.j...}{suffix}`` (docs/dump_format.md#tensor-files).
+    """The file name of a saved tensor: ``{entry}.{part}.{i.j...}{suffix}`` (docs/dump_format.md#tensor-files);
+    ``{entry}.{i.j...}{suffix}`` for part :data:`WHOLE` (``x.0.debug.a.pt``,
+    ``Module.fc.Linear.parameters_grad.0.weight.pt``).
 
     The result is always a single safe path component: separators, NUL and control characters become
     ``_`` and ``..`` cannot appear. A name over 255 bytes keeps its start and ``suffix`` and gets a hash
     of the whole name in between, so the same tensor always maps to the same file (``data_name`` in
     dump.json carries the file's real name).
     """
-    if part not in TENSOR_PARTS:
-        raise ValueError(f"tensor part {part!r} is not one of {', '.join(TENSOR_PARTS)}")
+    if part not in TENSOR_PARTS and part != WHOLE:
+        raise ValueError(f"tensor part {part!r} is not one of {', '.join(TENSOR_PARTS)} or '' (the whole entry)")
     if not _SUFFIX.fullmatch(suffix):
         raise ValueError(f"tensor file suffix {suffix!r} is not a dot and letters/digits like '.pt'")
-    raw = ".".join([entry, part, *(str(i) for i in index)]) + suffix
+    raw = ".".join([entry, *([part] if part else []), *(str(i) for i in index)]) + suffix
     name = _safe_component(raw)
     if len(name.encode("utf-8")) <= MAX_FILE_NAME_BYTES:
         return name

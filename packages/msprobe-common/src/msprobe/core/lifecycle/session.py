@@ -65,6 +65,17 @@ class FailSafeSink:
     def backward(self, call: Call, grad_input: tuple, grad_output: tuple) -> None:
         self._guard(self.collector.backward, call.name, None, call, grad_input, grad_output)
 
+    def parameters_grad(self, name: str, grads: dict) -> None:
+        """A module's parameter gradients of one backward pass (levels L0, mix), for a collector that keeps
+        them (``parameters_grad``); any other collector never sees them."""
+        keep = getattr(self.collector, "parameters_grad", None)
+        if keep is not None:
+            self._guard(keep, name, None, name, grads)
+
+    def record(self, name: str, method: Callable[..., Any], *args: Any) -> None:
+        """``method(*args)`` guarded as a call's recording is (level debug's ``save``, its gradients)."""
+        self._guard(method, name, None, *args)
+
     def _guard(self, method: Callable[..., Any], name: str, default: Any, *args: Any) -> Any:
         if self.failed:
             return default

@@ -14,10 +14,11 @@ from dataclasses import asdict, dataclass
 from msprobe.core.config.errors import Problem
 from msprobe.core.config.fields import FieldReader, one_of
 from msprobe.core.config.frameworks import names_with
-from msprobe.core.config.model import DATA_MODES, DebuggerConfig
+from msprobe.core.config.model import DATA_MODES, DEBUG_LEVEL, DebuggerConfig
 from msprobe.core.config.rules import API_FULL_NAME, MODULE_FULL_NAME, RuleContext
 from msprobe.core.contract import FrameworkKit, Runner
 from msprobe.core.dump.collector import DumpCollector
+from msprobe.core.dump.debug.save import build_debug_save
 from msprobe.core.dump.json_files import DumpIdentity
 from msprobe.core.lifecycle.rows import RowSelection, RowSlice, read_request_id, read_slices, row_problems
 from msprobe.core.lifecycle.select import selector_for
@@ -230,10 +231,12 @@ def dump_rules(ctx: RuleContext) -> Iterator[Problem]:
 
 # ---------------------------------------------------------------------------------- what runs
 def build_dump(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[], None]) -> Runner:
-    """The dump collector in a session at L0, L1, mix; the framework's kernel dump at L2; online run_ut's
-    sender when section ``tensor`` hands over to it."""
+    """The dump collector in a session at L0, L1, mix; the framework's kernel dump at L2; the variables of
+    ``PrecisionDebugger.save`` at level debug; online run_ut's sender when section ``tensor`` hands over to it."""
     if config.level == "L2":
         return kit.kernel_dump(config, on_finish)
+    if config.level == DEBUG_LEVEL:
+        return build_debug_save(config, kit.adapter(), kit.current_rank, on_finish)
     section = config.section
     online = section.online() if isinstance(section, TensorConfig) else None
     if online is not None:
@@ -248,5 +251,6 @@ def build_dump(config: DebuggerConfig, kit: FrameworkKit, on_finish: Callable[[]
     return Session.with_kit(config, collector, kit, on_finish, prepare_model=kit.prepare_for_comparison, rows=rows)
 
 
-STATISTICS = register(Task("statistics", StatisticsConfig, parse_statistics, (dump_rules,), build_dump))
-TENSOR = register(Task("tensor", TensorConfig, parse_tensor, (dump_rules,), build_dump))
+STATISTICS = register(Task("statistics", StatisticsConfig, parse_statistics, (dump_rules,), build_dump,
+                           saves_variables=True))
+TENSOR = register(Task("tensor", TensorConfig, parse_tensor, (dump_rules,), build_dump, saves_variables=True))

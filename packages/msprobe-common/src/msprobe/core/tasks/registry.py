@@ -25,7 +25,8 @@ class Task:
 
     ``build(config, kit, on_finish)`` returns the :class:`~msprobe.core.contract.Runner` the debugger drives;
     ``on_finish`` is called once when it has removed its hooks. ``build`` is ``None`` for a task that
-    configures a command rather than the debugger (``run_ut``).
+    configures a command rather than the debugger (``run_ut``). Level ``debug`` is valid only for a task
+    that ``saves_variables``.
     """
 
     name: str
@@ -33,6 +34,7 @@ class Task:
     parse: Callable[[FieldReader], Any]
     rules: tuple[Callable[[Any], Iterator[Problem]], ...] = ()
     build: Build | None = None
+    saves_variables: bool = False  # runs at level debug: PrecisionDebugger.save writes debug.json
 
 
 _TASKS: dict[str, Task] = {}

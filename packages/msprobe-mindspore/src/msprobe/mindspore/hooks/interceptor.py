@@ -36,6 +36,7 @@ from msprobe.mindspore.hooks.catalog import api_targets
 from msprobe.mindspore.hooks.cells import CellHooks
 from msprobe.mindspore.hooks.guards import MutationGuards
 from msprobe.mindspore.hooks.jit import patch_jit
+from msprobe.mindspore.hooks.param_grads import ParameterGradHooks
 from msprobe.mindspore.hooks.primitives import PrimitiveTaps
 
 
@@ -51,6 +52,7 @@ class Interceptor:
         self._api_patches = ApiPatches(targets, self._run_api) if self._level.apis else None
         self._guards = MutationGuards([] if self._level.apis else [t for t in targets if t.mutates_inputs])
         self._cells: CellHooks | None = None
+        self._param_grads: ParameterGradHooks | None = None  # parameters_grad entries (L0, mix)
         self._primitives: PrimitiveTaps | None = None
         self._installed = HandleGroup()  # everything enable() put in place
 
@@ -68,9 +70,10 @@ class Interceptor:
             raise ValueError("level L0 records cells and needs the model: pass an nn.Cell")
         was_enabled = self.enabled
         self.disable()
-        self._cells = self._primitives = None
+        self._cells = self._primitives = self._param_grads = None
         if model is not None and self._level.modules:
             self._cells = CellHooks(model, self._cell_start, self._cell_end, self._order, grad_is_recording)
+            self._param_grads = ParameterGradHooks(self._reporter, model)
         if model is not None and self._level.apis:
             self._primitives = PrimitiveTaps(model, self._run_api)
         if was_enabled:
@@ -85,8 +88,8 @@ class Interceptor:
     def disable(self) -> None:
         if not self.enabled:
             return
+        self._installed.remove()  # while still active: cells left partial report their parameter gradients
         self._reporter.active = False
-        self._installed.remove()
         reads.settle()  # before the user's code runs unguarded (an optimizer between stop() and step())
 
     def reset_counts(self) -> None:
@@ -99,13 +102,13 @@ class Interceptor:
     def detach(self) -> None:
         """Restore everything msprobe replaced and forget the model."""
         self.disable()
-        self._cells = self._primitives = None
+        self._cells = self._primitives = self._param_grads = None
 
     def _installers(self) -> list[Callable[[], Handle]]:
         installers: list[Callable[[], Handle]] = []
         if self._api_patches is not None:
             installers += [self._api_patches.install, lambda: patch_jit(self._run_api)]
-        installers += [part.install for part in (self._cells, self._primitives) if part is not None]
+        installers += [part.install for part in (self._cells, self._param_grads, self._primitives) if part is not None]
         return [reads.synchronous_capture, *installers, self._guards.install]
 
     # recording -----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from msprobe.core.services.handles import Handle, HandleGroup
 from msprobe.pytorch.hooks.api import ApiMode, install_operator_names, push_mode
 from msprobe.pytorch.hooks.distributed import ddp_bucket_hook, install_collectives
 from msprobe.pytorch.hooks.module import ModuleHooks
+from msprobe.pytorch.hooks.param_grads import ParameterGradHooks
 from msprobe.pytorch.hooks.recorder import Recorder
 
 
@@ -28,6 +29,7 @@ class Interceptor:
         self._api_mode = ApiMode(self._recorder) if self.level.apis else None
         self._api_hooks = HandleGroup()  # the function mode, operator-name wrappers, collectives, while enabled
         self._modules: ModuleHooks | None = None
+        self._param_grads: ParameterGradHooks | None = None  # parameters_grad entries (L0, mix)
         self._module_hooks = Handle()  # the attached model's hooks, while enabled
         self._solo: Handle | None = None  # module_dump's module hooks, while its window is open
         self._resume_after_solo = False
@@ -41,13 +43,15 @@ class Interceptor:
         if model is not None and not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module or None, got {type(model).__name__}")
         self._module_hooks.remove()
-        self._modules = ModuleHooks(self._recorder, model) if model is not None and self.level.modules else None
+        watched = model is not None and self.level.modules
+        self._modules = ModuleHooks(self._recorder, model) if watched else None
+        self._param_grads = ParameterGradHooks(self._recorder, model) if watched else None
         if self.enabled and self._solo is None:  # in a module_dump window the hooks wait for its end
             self._install_module_hooks()
 
     def _install_module_hooks(self) -> None:
-        if self._modules is not None:
-            self._module_hooks = self._modules.install()
+        if self._modules is not None and self._param_grads is not None:
+            self._module_hooks = HandleGroup(part.install() for part in (self._modules, self._param_grads))
 
     def enable(self) -> None:
         """Start collecting. Idempotent."""
