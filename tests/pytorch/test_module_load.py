@@ -126,4 +126,5 @@ def test_a_statistics_dump_cannot_be_loaded(tmp_path):
     _run(_model(), debugger, _ids())
     debugger.finish()
     with pytest.raises(ConfigError, match="task tensor"):
-        PrecisionDebugger(config_path=_load_config(tmp_path, "x", {"path": str(tmp_path / "stats"), "modules": [BLOCK]}))
+        PrecisionDebugger(config_path=_load_config(tmp_path, "x", {"path": str(tmp_path / "stats"),
+                                                                   "modules": [BLOCK]}))
