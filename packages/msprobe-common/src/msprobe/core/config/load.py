@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from msprobe.core.config.dump_path import dump_path_problem
 from msprobe.core.config.errors import MISSING, ConfigError, Problem
 from msprobe.core.config.fields import FieldReader, one_of
-from msprobe.core.config.frameworks import capabilities_of, framework_names
+from msprobe.core.config.frameworks import capabilities_of, framework_names, names_with
 from msprobe.core.config.keys import COMMON_KEYS, warn_unused_keys
 from msprobe.core.config.model import (
     DEFAULT_CUSTOM_OP_NAMESPACES,
@@ -117,6 +117,9 @@ def build_config(
     low_risk_apis = from_file.names("low_risk_apis")
     custom_op_namespaces = _namespaces(from_file)
     module_load, load_problems = read_module_load(raw.get("load"))
+    if raw.get("load") is not None and not capabilities.module_load:
+        load_problems = [Problem("load", "{...}", "no load key: module input replay is "
+                                 f"{names_with(lambda c: c.module_load)} only")]
 
     warn_unused_keys(raw, task)
     if enable_dataloader and capabilities.dataloader_steps:
