@@ -19,6 +19,7 @@ from msprobe.core.config.fields import FieldReader
 from msprobe.core.config.model import ModuleLoad
 from msprobe.core.lifecycle.naming import FORWARD, parse_name
 from msprobe.core.services.jsonfile import JsonFileError, MiB, load_json_file
+from msprobe.core.services.tree import tensors_in
 
 DUMP_JSON_MAX_BYTES = 4096 * MiB  # as compare reads a dump.json
 SOURCE_DIR_PREFIXES = ("rank", "proc")  # our rank directories, and 26.2.0's proc{pid} outside a distributed job
@@ -110,17 +111,9 @@ def _has_tensor_files(entry: object) -> bool:
     """Whether a module entry's inputs name a tensor file (task tensor), or it had no tensor input at all."""
     if not isinstance(entry, Mapping):
         return False
-    values = list(_tensor_values([entry.get("input_args"), entry.get("input_kwargs")]))
+    values = tensors_in([entry.get("input_args"), entry.get("input_kwargs")], _is_tensor_record)
     return not values or any(isinstance(v.get("data_name"), str) and v["data_name"] not in ("", "-1") for v in values)
 
 
-def _tensor_values(value: object) -> Iterator[Mapping]:
-    if isinstance(value, Mapping):
-        if "shape" in value and "dtype" in value:
-            yield value
-        else:
-            for item in value.values():
-                yield from _tensor_values(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _tensor_values(item)
+def _is_tensor_record(value: object) -> bool:
+    return isinstance(value, Mapping) and "shape" in value and "dtype" in value
