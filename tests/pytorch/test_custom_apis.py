@@ -6,6 +6,8 @@ both; the training's numbers stay bit for bit those of a run without msprobe."""
 from __future__ import annotations
 
 import csv
+import re
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -132,3 +134,13 @@ def test_bad_namespace_is_a_config_error(tmp_path):
     config = write_config(tmp_path, "ns", "statistics", "L1", {}, custom_op_namespaces=["torch.ops.x"])
     with pytest.raises(ConfigError, match=r"custom_op_namespaces\[0\]"):
         PrecisionDebugger(config_path=str(config))
+
+
+def test_the_documented_example_runs(tmp_path):
+    doc = Path(__file__).resolve().parents[2] / "docs" / "pytorch" / "dump.md"
+    code = next(block for block in re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.S)
+                if "register_custom_api" in block)
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    printed = code.rsplit("print(", 1)[1].split("\n", 1)[1].replace("# ", "").replace("\n", "")
+    assert result.stdout.strip() == printed.strip()
