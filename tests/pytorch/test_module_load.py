@@ -128,3 +128,15 @@ def test_a_statistics_dump_cannot_be_loaded(tmp_path):
     with pytest.raises(ConfigError, match="task tensor"):
         PrecisionDebugger(config_path=_load_config(tmp_path, "x", {"path": str(tmp_path / "stats"),
                                                                    "modules": [BLOCK]}))
+
+
+def test_backward_runs_through_the_loaded_module_and_stops_there(clean, tmp_path):
+    source, _ = clean
+    model = _perturbed().train()
+    debugger = PrecisionDebugger(config_path=_load_config(tmp_path, "grad", {"path": str(source), "modules": [BLOCK]}))
+    debugger.start(model)
+    model(_ids(), labels=_ids()).loss.backward()
+    debugger.stop()
+    debugger.finish()
+    assert model.transformer.h[1].mlp.c_fc.weight.grad is not None  # the loaded module learns
+    assert model.transformer.h[0].mlp.c_fc.weight.grad is None  # upstream of the loaded inputs: no gradient
