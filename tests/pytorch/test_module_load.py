@@ -140,3 +140,34 @@ def test_backward_runs_through_the_loaded_module_and_stops_there(clean, tmp_path
     debugger.finish()
     assert model.transformer.h[1].mlp.c_fc.weight.grad is not None  # the loaded module learns
     assert model.transformer.h[0].mlp.c_fc.weight.grad is None  # upstream of the loaded inputs: no gradient
+
+
+UP262 = Path(__file__).resolve().parents[1] / "data" / "load_up262"
+
+
+def test_a_26_2_0_tensor_dump_is_loaded(tmp_path):
+    """The clean run was dumped by msprobe 26.2.0 (``make_up262_dump.py``: step0/proc{pid}/); the perturbed run
+    loads its ``Module.b.Linear.forward.0`` inputs and computes the clean output again, bit for bit."""
+
+    class Net(torch.nn.Module):  # the net of make_up262_dump.py
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(8, 8)
+            self.b = torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    net = Net()
+    net.load_state_dict(torch.load(UP262 / "w.pt"))
+    with torch.no_grad():
+        net.a.weight.mul_(1.1)
+    x, expected = torch.load(UP262 / "x.pt"), torch.load(UP262 / "y.pt").double().numpy()
+    assert not np.array_equal(net(x).detach().double().numpy(), expected)
+    load = {"path": str(UP262 / "dump"), "modules": ["Module.b.Linear.forward.0"]}
+    debugger = PrecisionDebugger(config_path=_load_config(tmp_path, "up", load))
+    debugger.start(net)
+    observed = net(x).detach().double().numpy()
+    debugger.stop()
+    debugger.finish()
+    assert np.array_equal(observed, expected)

@@ -37,7 +37,7 @@ class ModuleInputLoader:
 
     def __init__(self, load: ModuleLoad) -> None:
         self._load = load
-        self._wanted = {parse_name(name).twin("forward") for name in load.modules}
+        self._wanted = frozenset(load.modules)
         self._hooks = HandleGroup()
         self._counts: dict[str, int] = {}
         self._step = 0
@@ -88,7 +88,7 @@ class ModuleInputLoader:
         count = self._counts.get(key, 0)
         self._counts[key] = count + 1
         name = module_name("Module", path, cls, "forward", count)
-        if name not in self._load.modules:
+        if name not in self._wanted:
             return None
         dump, entry = self._entry(name)
         with torch._C.DisableTorchFunction():
@@ -106,7 +106,7 @@ class ModuleInputLoader:
             dirs = self._source_dirs()
             dump = read_dump(dirs[0] / "dump.json", "load.path dump") if dirs else None
             self._entries = {} if dump is None else {
-                n: (dump, e) for n, e in dump.entries.items() if n in self._load.modules}
+                n: (dump, e) for n, e in dump.entries.items() if n in self._wanted}
         found = self._entries.get(name)
         if found is None:
             raise ValueError(f"load: {name} is not recorded in step {self._step} of the dump at {self._load.path}")
