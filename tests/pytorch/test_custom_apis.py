@@ -60,8 +60,9 @@ def custom_mlp(monkeypatch):
         PrecisionDebugger.restore_custom_api(fusedlib, "gated")
 
 
-def _debugger(tmp_path: Path, name: str, task: str = "statistics", **section) -> PrecisionDebugger:
-    config = write_config(tmp_path, name, task, "mix", section, custom_op_namespaces=[NAMESPACE])
+def _debugger(tmp_path: Path, name: str, task: str = "statistics", common: dict | None = None,
+              **section) -> PrecisionDebugger:
+    config = write_config(tmp_path, name, task, "mix", section, custom_op_namespaces=[NAMESPACE], **(common or {}))
     debugger = PrecisionDebugger(config_path=str(config))
     PrecisionDebugger.register_custom_api(fusedlib, "gated", "FusedLib")
     return debugger
@@ -103,6 +104,13 @@ def test_list_filter_keeps_a_custom_api_and_its_statistics_are_right(tmp_path):
         rows = {row["API name"]: row for row in csv.DictReader(handle)}
     assert rows["FusedLib.gated.0"]["Forward Test Success"] == "SKIP"
     assert rows["FusedLib.gated.0"]["Message"].startswith("no bench: FusedLib.gated is a custom API")
+
+
+def test_risk_level_core_keeps_custom_apis(tmp_path):
+    train(LLAMA, _debugger(tmp_path, "core", common={"risk_level": "CORE"}), steps=1)
+    kinds = {name.rsplit(".", 2)[0] for name in step_data(tmp_path / "core", 0) if not name.startswith("Module.")}
+    assert {"FusedLib.gated", f"{NAMESPACE}.scaled_silu", "Functional.linear"} <= kinds  # asked for by name
+    assert "Tensor.view" not in kinds and "Torch.cat" not in kinds
 
 
 def test_two_dumps_of_custom_apis_compare_row_by_row(tmp_path):

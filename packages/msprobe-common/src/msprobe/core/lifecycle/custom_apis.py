@@ -62,12 +62,14 @@ class CustomApiRegistry:
         self._apis: dict[tuple[int, str], CustomApi] = {}
         # custom_op_namespaces of the running debugger's config (PyTorch's ``torch.ops.<ns>``), set at its construction
         self.namespaces: tuple[str, ...] = ()
+        self._names: frozenset[tuple[str, str]] = frozenset()  # (prefix, api) of the registered functions
 
     def register(self, owner: Any, api_name: str, prefix: str | None = None) -> str:
         """Record ``owner.api_name`` from the next ``start()``; returns its name's ``Prefix.api``. A second
         registration of the same attribute renames it."""
         prefix_part, api = _checked_name(owner, api_name, prefix)
         self._apis[(id(owner), api_name)] = CustomApi(owner, api_name, prefix_part, api)
+        self._names = frozenset((a.prefix, a.api) for a in self._apis.values())
         logger.info(f"custom API registered: {_owner_text(owner)}.{api_name} is recorded as {prefix_part}.{api}")
         return f"{prefix_part}.{api}"
 
@@ -76,6 +78,12 @@ class CustomApiRegistry:
         an error naming it."""
         if self._apis.pop((id(owner), api_name), None) is None:
             raise ValueError(f"restore_custom_api: {_owner_text(owner)}.{api_name} was not registered")
+        self._names = frozenset((a.prefix, a.api) for a in self._apis.values())
+
+    def is_custom(self, prefix: str, api: str) -> bool:
+        """Whether ``prefix.api`` names a custom API: an operator of a configured namespace or a registered
+        function (risk_level keeps them at every level: the user asked for them by name)."""
+        return prefix in self.namespaces or (prefix, api) in self._names
 
     def apis(self) -> tuple[CustomApi, ...]:
         return tuple(self._apis.values())
