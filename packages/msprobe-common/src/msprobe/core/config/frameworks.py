@@ -22,6 +22,7 @@ class Capabilities:
     one_api_l2: bool = False  # level L2 dumps exactly one listed API (kernel dump of one API)
     commands: tuple[str, ...] = ()  # tasks that configure a command of this framework (run_ut)
     dataloader_steps: bool = False  # enable_dataloader (deprecated)
+    module_load: bool = False  # the load key: modules fed the inputs of an earlier tensor dump
     online_run_ut: bool = False  # tensor.online_run_ut streams APIs to a run_ut receiver
     free_benchmark_scope_names: bool = False  # free_benchmark.scope lists API full names
     free_benchmark_on_cpu: bool = False  # fuzz_device 'cpu' with pert_mode 'to_cpu'
@@ -31,8 +32,8 @@ class Capabilities:
 
 PYTORCH = Capabilities(
     name="pytorch", display="PyTorch", overflow_levels=("L0", "L1"), one_api_l2=True, commands=("run_ut",),
-    dataloader_steps=True, online_run_ut=True, free_benchmark_scope_names=True, free_benchmark_on_cpu=True,
-    free_benchmark_preheat=True,
+    dataloader_steps=True, module_load=True, online_run_ut=True, free_benchmark_scope_names=True,
+    free_benchmark_on_cpu=True, free_benchmark_preheat=True,
 )
 MINDSPORE = Capabilities(
     name="mindspore", display="MindSpore", overflow_levels=("L0", "L1", "L2"), static_graph_l2=True,

@@ -15,7 +15,7 @@ from msprobe.core.services.log import logger
 from msprobe.core.tasks.registry import task_named, task_names
 
 COMMON_KEYS = ("task", "dump_path", "rank", "step", "level", "enable_dataloader", "dump_enable", "risk_level",
-               "low_risk_apis", "dump_format")
+               "low_risk_apis", "dump_format", "custom_op_namespaces", "load")
 # Keys of msprobe 1.0.x that 1.1.1 removed; old configs still carry them.
 RETIRED_COMMON_KEYS = ("acl_config", "seed", "is_deterministic")
 RETIRED_SECTION_KEYS = {"tensor": ("backward_input",)}

@@ -12,16 +12,18 @@ from collections.abc import Mapping
 from msprobe.core.config.dump_path import dump_path_problem
 from msprobe.core.config.errors import MISSING, ConfigError, Problem
 from msprobe.core.config.fields import FieldReader, one_of
-from msprobe.core.config.frameworks import capabilities_of, framework_names
+from msprobe.core.config.frameworks import capabilities_of, framework_names, names_with
 from msprobe.core.config.keys import COMMON_KEYS, warn_unused_keys
 from msprobe.core.config.model import (
     DEBUG_LEVEL,
+    DEFAULT_CUSTOM_OP_NAMESPACES,
     DEFAULT_DUMP_PATH,
     DEFAULT_LEVEL,
     DEFAULT_TASK,
     LEVELS,
     DebuggerConfig,
 )
+from msprobe.core.config.module_load import read_module_load
 from msprobe.core.config.rules import RuleContext, cross_field_problems
 from msprobe.core.lifecycle.layout import DEFAULT_DUMP_FORMAT, DUMP_FORMATS
 from msprobe.core.lifecycle.risk import RISK_LEVELS
@@ -121,6 +123,11 @@ def build_config(
     risk_level = from_file.choice("risk_level", RISK_LEVELS, "ALL")
     low_risk_apis = from_file.names("low_risk_apis")
     dump_format = from_file.choice("dump_format", DUMP_FORMATS, DEFAULT_DUMP_FORMAT)
+    custom_op_namespaces = _namespaces(from_file)
+    module_load, load_problems = read_module_load(raw.get("load"))
+    if raw.get("load") is not None and not capabilities.module_load:
+        load_problems = [Problem("load", "{...}", "no load key: module input replay is "
+                                 f"{names_with(lambda c: c.module_load)} only")]
 
     warn_unused_keys(raw, task)
     if enable_dataloader and capabilities.dataloader_steps:
@@ -142,6 +149,7 @@ def build_config(
         from_file.problems
         + from_arguments.problems
         + section_reader.problems
+        + load_problems
         + cross_field_problems(context, task_named(task).rules, tuple(t for t in tasks if task_named(t).build is None))
     )
     if problems:
@@ -159,8 +167,22 @@ def build_config(
         low_risk_apis=low_risk_apis,
         dump_enable=dump_enable,
         dump_format=dump_format,
+        custom_op_namespaces=custom_op_namespaces,
+        load=module_load,
         config_file=file,
     )
+
+
+def _namespaces(reader: FieldReader) -> tuple[str, ...]:
+    """custom_op_namespaces: ``torch.ops`` namespaces (identifiers, as ``torch.library`` requires them)."""
+    if not reader.given("custom_op_namespaces"):
+        return DEFAULT_CUSTOM_OP_NAMESPACES
+    names = reader.names("custom_op_namespaces")
+    for index, name in enumerate(names):
+        if not name.isidentifier():
+            reader.report("custom_op_namespaces", name, "an operator namespace such as 'mylib' (a Python identifier, "
+                          "as in torch.ops.mylib)", index)
+    return DEFAULT_CUSTOM_OP_NAMESPACES if "custom_op_namespaces" in reader.invalid else names
 
 
 def load_config(

@@ -20,6 +20,18 @@ DATA_MODES = ("all", "forward", "backward", "input", "output")
 DEFAULT_TASK = "statistics"
 DEFAULT_LEVEL = "L1"
 DEFAULT_DUMP_PATH = "./dump_path"
+DEFAULT_CUSTOM_OP_NAMESPACES = ("_C_ascend",)  # 26.2.0's default: vLLM-Ascend's operators
+
+
+@dataclass(frozen=True)
+class ModuleLoad:
+    """The validated ``load`` section: replay ``modules``' recorded inputs from the dump at ``path``."""
+
+    path: str
+    modules: tuple[str, ...]
+    step: tuple[int, ...] = ()  # the steps that load (each from the same step of the dump); () every step
+    rank: tuple[int, ...] = ()  # the ranks that load; () every rank
+    dump_after_load: bool = False  # false: only feed the inputs, write no dump (26.2.0's default)
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,9 @@ class DebuggerConfig:
     low_risk_apis: tuple[str, ...] = ()  # API kinds added to the shipped low-risk list
     dump_enable: bool | None = None  # None: not in the file, capture is on and the file is not watched
     dump_format: str = "1.1.1"  # the files' layout: msprobe 1.1.1's or ("26") 26.2.0's, docs/dump_format.md
+    # torch.ops.<ns> whose operators are recorded as APIs ``{ns}.{op}`` (docs/pytorch/dump.md#custom-apis)
+    custom_op_namespaces: tuple[str, ...] = DEFAULT_CUSTOM_OP_NAMESPACES
+    load: ModuleLoad | None = None  # module input replay (docs/config.md#load); None: not configured
     # the absolute path of config.json (None without one), where dump_enable is re-read; not a setting
     config_file: str | None = field(default=None, compare=False)
 

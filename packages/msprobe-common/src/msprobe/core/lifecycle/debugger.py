@@ -17,6 +17,7 @@ from typing import Any
 
 from msprobe.core.config import ConfigError, DebuggerConfig, Problem, load_debugger_config
 from msprobe.core.contract import FrameworkKit, Runner
+from msprobe.core.lifecycle.custom_apis import CUSTOM_APIS
 from msprobe.core.lifecycle.layout import DumpPathBusy, DumpPathHold, hold_dump_path, launcher_rank, rank_dir_name
 from msprobe.core.services.fileio import UnsafePathError
 from msprobe.core.services.log import logger, use_console
@@ -80,6 +81,7 @@ class BaseDebugger:
             debugger.model = model
             debugger.kit = kit
             debugger._hold = hold
+            CUSTOM_APIS.namespaces = config.custom_op_namespaces
             debugger._runner = task_named(config.task).build(config, kit, debugger._finished)
             debugger._setup(config)
         except BaseException:
@@ -97,6 +99,18 @@ class BaseDebugger:
     def running(cls) -> BaseDebugger | None:
         """The debugger now collecting in this process, if any."""
         return BaseDebugger._active
+
+    @classmethod
+    def register_custom_api(cls, module: Any, api_name: str, prefix: str | None = None) -> None:
+        """Record ``module.api_name`` — any function, a library's or the user's — as an API named
+        ``{prefix}.{api_name}.{n}.forward`` from the next ``start()`` (``prefix`` defaults to the module's
+        ``__name__``); docs/pytorch/dump.md#custom-apis. A bad argument is a ValueError naming it."""
+        CUSTOM_APIS.register(module, api_name, prefix)
+
+    @classmethod
+    def restore_custom_api(cls, module: Any, api_name: str) -> None:
+        """Stop recording ``module.api_name`` (from the next ``start()``)."""
+        CUSTOM_APIS.restore(module, api_name)
 
     @property
     def finished(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from msprobe.core.lifecycle.custom_apis import CUSTOM_APIS
 from msprobe.core.lifecycle.naming import EntryName
 
 RISK_LEVELS = ("CORE", "FOCUS", "ALL")
@@ -47,7 +48,7 @@ class RiskFilter:
         self.low_risk = LOW_RISK_APIS | frozenset(low_risk)
 
     def keeps(self, entry: EntryName) -> bool:
-        if entry.is_module or self.level == "ALL":
+        if entry.is_module or self.level == "ALL" or CUSTOM_APIS.is_custom(entry.prefix, entry.api):
             return True
         if self.level == "CORE":
             return entry.api in CORE_APIS

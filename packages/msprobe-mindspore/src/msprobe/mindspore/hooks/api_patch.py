@@ -13,6 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from msprobe.core.lifecycle.custom_apis import CUSTOM_APIS
 from msprobe.core.services.handles import Handle, patch_attributes
 from msprobe.mindspore.hooks.catalog import ApiTarget
 
@@ -31,9 +32,18 @@ class ApiPatches:
         return patch_attributes(self._patches)
 
 
-def _make_wrapper(target: ApiTarget, original: Callable, run_api: RunApi) -> Callable:
-    prefix, name, mutates = target.prefix, target.attr, target.mutates_inputs
+def install_custom_apis(run_api: RunApi) -> Handle:
+    """The functions given to ``register_custom_api`` (``msprobe.core.lifecycle.custom_apis``), recorded as
+    ``{prefix}.{api}`` like every API while collecting (docs/mindspore/dump.md#custom-apis)."""
+    return patch_attributes([(api.owner, api.attr, _recording(api.prefix, api.api, getattr(api.owner, api.attr),
+                                                              False, run_api)) for api in CUSTOM_APIS.apis()])
 
+
+def _make_wrapper(target: ApiTarget, original: Callable, run_api: RunApi) -> Callable:
+    return _recording(target.prefix, target.attr, original, target.mutates_inputs, run_api)
+
+
+def _recording(prefix: str, name: str, original: Callable, mutates: bool, run_api: RunApi) -> Callable:
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         return run_api(prefix, name, original, args, kwargs, mutates)

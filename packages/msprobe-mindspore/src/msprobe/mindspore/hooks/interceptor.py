@@ -21,7 +21,7 @@ from msprobe.core.contract import CallSink
 from msprobe.core.lifecycle.calls import CallReporter, Level, Started
 from msprobe.core.services.handles import Handle, HandleGroup
 from msprobe.mindspore import reads
-from msprobe.mindspore.hooks.api_patch import ApiPatches
+from msprobe.mindspore.hooks.api_patch import ApiPatches, install_custom_apis
 from msprobe.mindspore.hooks.backward import (
     BackwardCapture,
     EmitOrder,
@@ -107,7 +107,8 @@ class Interceptor:
     def _installers(self) -> list[Callable[[], Handle]]:
         installers: list[Callable[[], Handle]] = []
         if self._api_patches is not None:
-            installers += [self._api_patches.install, lambda: patch_jit(self._run_api)]
+            installers += [self._api_patches.install, lambda: patch_jit(self._run_api),
+                           lambda: install_custom_apis(self._run_api)]
         installers += [part.install for part in (self._cells, self._param_grads, self._primitives) if part is not None]
         return [reads.synchronous_capture, *installers, self._guards.install]
 

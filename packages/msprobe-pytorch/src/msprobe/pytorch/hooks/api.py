@@ -16,8 +16,10 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 
+from msprobe.core.lifecycle.custom_apis import CUSTOM_APIS
 from msprobe.core.services.handles import Handle, HandleGroup, patch_attributes
 from msprobe.pytorch.hooks.api_names import OPERATOR_DUNDERS, build_api_table, is_mutating
+from msprobe.pytorch.hooks.custom_apis import install_custom_functions, operator_entry
 from msprobe.pytorch.hooks.recorder import Recorder, backward_pass_id
 
 
@@ -42,7 +44,14 @@ class ApiMode(TorchFunctionMode):
         super().__init__()
         self._recorder = recorder
         self._table = build_api_table()
+        self._namespaces: frozenset[str] = frozenset()  # custom_op_namespaces, read at each install_custom
         self.hint: str | None = None  # operator dunder being called, set by the dunder wrappers
+
+    def install_custom(self) -> Handle:
+        """Custom APIs (``custom_apis.py``) for this collecting window: the registered functions' wrappers
+        join the table, and operators of the configured namespaces are named when first called."""
+        self._namespaces = frozenset(CUSTOM_APIS.namespaces)
+        return install_custom_functions(self._table)
 
     def __torch_function__(
         self, func: Any, types: tuple, args: tuple = (), kwargs: dict | None = None
@@ -56,7 +65,9 @@ class ApiMode(TorchFunctionMode):
         hint, self.hint = self.hint, None
         entry = None if self._recorder.paused else self._table.get(func)
         if entry is None:
-            return func(*args, **kwargs)
+            entry = operator_entry(func, self._namespaces) if self._namespaces else None
+            if entry is None or self._recorder.paused:
+                return func(*args, **kwargs)
         prefix, api = entry
         if hint is not None and prefix == "Tensor":
             api = hint

@@ -59,6 +59,7 @@ class Interceptor:
             return
         try:
             if self._api_mode is not None:
+                self._api_hooks.add(self._api_mode.install_custom())
                 self._api_hooks.add(push_mode(self._api_mode))
                 self._api_hooks.add(install_operator_names(self._api_mode))
                 self._api_hooks.add(install_collectives(self._recorder))
