@@ -20,7 +20,7 @@ from msprobe.core.compare.judge.rounding import (
     rounding_unit,
     run_unit,
 )
-from msprobe.core.compare.judge.verdict import RowResult, judge_summary
+from msprobe.core.compare.judge.verdict import RowResult, judge_summary, judge_uninitialised
 from msprobe.core.compare.read.rows import Row
 from msprobe.core.compare.read.tensorfile import load_npy
 
@@ -223,3 +223,33 @@ def test_when_every_diverging_entry_inherits_its_inputs_the_earliest_is_named_an
     found = compare_dumps(npu, bench, tmp_path / "out", load_npy,
                           options=CompareOptions(workers=1, progress=False)).first_divergence
     assert found.entry == "Torch.mul.0.forward" and not found.inputs_pass
+
+
+def _summary_rows(entry: str, suffix: str, npu: dict, bench: dict, marked: tuple[bool, bool] = (False, False)):
+    """A summary row pair; ``marked``: which side the dump marks ``"uninitialised": true``."""
+    part = suffix.split(".")[0]
+    sides = [{**value("torch.float32", [4], **stats), **({"uninitialised": True} if mark else {})}
+             for stats, mark in zip((npu, bench), marked)]
+    return RowResult(Row(entry, suffix, part, sides[0]), Row(entry, suffix, part, sides[1]), "summary")
+
+
+def test_uninitialised_memory_is_followed_only_where_the_two_sides_differ():
+    """docs/compare.md#uninitialised-values: the garbage of an empty buffer passed on is marked; a defined value
+    the allocator happened to leave in the buffer on one side, held later on both sides, is compared as usual."""
+    x = {"Max": 1.0, "Min": -1.0, "Mean": 0.0, "Norm": 2.0}
+    garbage = {"Max": 9e30, "Min": 0.0, "Mean": 3e30, "Norm": 1e31}
+    rows = [_summary_rows("Torch.empty_like.0.forward", "output.0", x, garbage, marked=(True, True)),
+            _summary_rows("Tensor.copy_.0.forward", "input.0", x, garbage),  # the buffer passed on: b's garbage
+            _summary_rows("Tensor.copy_.0.forward", "input.1", x, x),  # x itself, which side a's buffer held
+            _summary_rows("Functional.linear.0.forward", "input.0", x, x)]
+    judge_uninitialised(rows)
+    assert [r.uninitialised for r in rows] == [True, True, False, False]
+
+
+def test_garbage_holding_nan_on_both_sides_is_followed():
+    def nan() -> dict:  # a fresh float each, as json.load gives: NaN is not even equal to itself
+        return {key: float("nan") for key in ("Max", "Min", "Mean", "Norm")}
+    rows = [_summary_rows("Torch.empty_like.0.forward", "output.0", nan(), nan(), marked=(True, True)),
+            _summary_rows("Tensor.copy_.0.forward", "input.0", nan(), nan())]
+    judge_uninitialised(rows)
+    assert [r.uninitialised for r in rows] == [True, True]

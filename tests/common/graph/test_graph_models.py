@@ -61,8 +61,9 @@ def test_mix_nesting_follows_construct_json(tmp_path):
     nodes = run(tmp_path, {"npu_path": str(rank)}, "out")[0]["node"]
     construct = json.loads((rank / "construct.json").read_text())
     entries = json.loads((rank / "dump.json").read_text())["data"]
-    assert not any(".parameters_grad." in name for name in nodes)  # gradients of parameters: not calls
-    for name in (n for n in entries if ".parameters_grad." not in n):
+    grads = [name for name in entries if ".parameters_grad." in name]
+    assert grads and all(nodes[name]["upnode"] == name.replace(".parameters_grad.", ".backward.") for name in grads)
+    for name in (n for n in entries if n not in grads):
         parent = construct.get(name)
         if parent:
             assert nodes[name]["upnode"] == parent, name

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from msprobe.core.compare.judge import stack_of
-from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, MODULE_KINDS, is_parameters_grad, parse_name
+from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, MODULE_KINDS, PARAMETERS_GRAD, parse_name
 
 ROOT = "DefaultModel"
 APIS_BETWEEN_MODULES = "Apis_Between_Modules"
@@ -91,7 +91,7 @@ def _direction(name: str) -> str | None:
         return None
 
 
-_PARAMETERS_GRAD = ".parameters_grad."
+_PARAMETERS_GRAD = f".{PARAMETERS_GRAD}."
 
 
 def build_graph(entries: dict[str, dict], construct: dict[str, str | None], stacks: dict[str, list[str]],
@@ -100,8 +100,7 @@ def build_graph(entries: dict[str, dict], construct: dict[str, str | None], stac
     ``stacks`` (stack.json)."""
     root = Node(ROOT, MODULE)
     graph = Graph(root, {ROOT: root}, dump_data_dir)
-    # a module's parameters_grad entry is no call: the graph of calls leaves it out (docs/graph.md)
-    names = [n for n in entries if not is_parameters_grad(n)] + [n for n in construct if n not in entries]
+    names = list(entries) + [n for n in construct if n not in entries]
     if any(kind_of(n) == MODULE for n in names):
         parents = _construct_parents(names, construct)
     else:

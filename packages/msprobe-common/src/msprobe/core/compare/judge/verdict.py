@@ -98,28 +98,36 @@ def _same_value(a: object, b: object) -> bool:
 
 def judge_uninitialised(results: list[RowResult]) -> None:
     """Mark, in execution order, the paired rows whose value is uninitialised memory on a side: an output the
-    dump marks (``"uninitialised": true``, docs/compare.md#uninitialised-values) and every later row holding
-    that value unchanged on the same side (same dtype, shape and statistics: the tensor passed on, viewed or
-    returned by a module). Their verdict is empty (summary) or ``None``; no tensor file is read for them."""
+    dump marks (``"uninitialised": true``, docs/compare.md#uninitialised-values) and every later row that holds
+    that value unchanged (same dtype, shape and statistics: the tensor passed on, viewed or returned by a
+    module) on both sides, or on one side while the other differs. A row holding on one side only a value
+    that side's garbage once held, and the same on the other, is a defined value the allocator happened to
+    leave in a buffer: it is compared as usual. Marked rows get an empty (summary) or ``None`` verdict; no
+    tensor file is read for them."""
     seen: tuple[set[tuple], set[tuple]] = (set(), set())
     for result in results:
+        if result.npu is None or result.bench is None:
+            continue
+        keys = (_value_key(result.npu), _value_key(result.bench))
         marked = False
-        for side_seen, row in zip(seen, (result.npu, result.bench)):
-            key = _value_key(row)
+        for side_seen, row, key in zip(seen, (result.npu, result.bench), keys):
             if key is not None and row.value.get(UNINITIALISED) is True:
                 side_seen.add(key)
-            marked = marked or (key is not None and key in side_seen)
-        if marked and result.npu is not None and result.bench is not None:
+                marked = True
+        held = sum(key is not None and key in side_seen for key, side_seen in zip(keys, seen))
+        if marked or held == 2 or (held == 1 and keys[0] != keys[1]):
             result.uninitialised = True
             result.verdict = "" if result.mode == "summary" else NONE
             result.messages.append(MSG_UNINITIALISED)
 
 
 def _value_key(row: Row | None) -> tuple | None:
-    """A tensor value by dtype, shape and statistics; None for a non-tensor or one recording no statistics."""
+    """A tensor value by dtype, shape and statistics; None for a non-tensor or one recording no statistics.
+    A NaN statistic (garbage often holds one) keys as ``"nan"``: NaN equals nothing, not even itself."""
     if row is None or not row.is_tensor or not isinstance(row.value, dict):
         return None
-    stats = tuple(row.value.get(k) for k in (*STAT_KEYS, "md5"))
+    stats = tuple("nan" if isinstance(v, float) and math.isnan(v) else v
+                  for v in (row.value.get(k) for k in (*STAT_KEYS, "md5")))
     if all(v is None for v in stats):
         return None
     return (row.value.get("dtype"), tuple(row.value.get("shape") or ()), *stats)
