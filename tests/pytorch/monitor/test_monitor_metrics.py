@@ -3,7 +3,11 @@ run's numbers are bit for bit those of the run without it, and the files have up
 
 from __future__ import annotations
 
+import gc
+import os
 import sqlite3
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,3 +137,44 @@ def test_tensorboard_reads_the_event_files(tmp_path, monkeypatch):
     assert [s.step for s in scalars] == [0, 1, 2]
     assert [s.value for s in scalars] == pytest.approx(csv_norms, rel=1e-5)
     assert "actv_max/model.norm.output:0" in events.Tags()["scalars"]
+
+
+def _open_files_under(directory) -> list[str]:
+    """The files this process holds open below ``directory`` (Linux: /proc/self/fd)."""
+    fds = Path("/proc/self/fd")
+    targets = []
+    for fd in fds.iterdir():
+        try:
+            targets.append(os.readlink(fd))
+        except OSError:  # the listing's own descriptor, already closed
+            continue
+    return [t for t in targets if t.startswith(str(directory))]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd")
+@pytest.mark.parametrize("collect_times", [2, None])
+def test_the_files_are_closed_after_the_last_step_to_collect_or_when_the_monitor_is_dropped(
+        tmp_path, monkeypatch, collect_times):
+    """TrainerMon has no close(): after ``collect_times`` steps, or when it is garbage-collected, nothing
+    under its output directory stays open (CSV, SQLite and its WAL files)."""
+    from msprobe.pytorch import TrainerMon
+
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
+    model = llama()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    keys = {"collect_times": collect_times} if collect_times else {}
+    mon = TrainerMon(str(write_config(tmp_path / "c.json", **keys, **EVERYTHING)), params_have_main_grad=False)
+    mon.set_monitor(model, optimizer)
+    for (ids,) in batches(3):
+        model(input_ids=ids, labels=ids).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    if collect_times is None:
+        assert _open_files_under(tmp_path / "out")  # still collecting: the step's files are open
+        del mon, model, optimizer
+        with warnings.catch_warnings(record=True) as caught:  # closed by the monitor, not by CPython's __del__
+            warnings.simplefilter("always", ResourceWarning)
+            gc.collect()
+        assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+    assert _open_files_under(tmp_path / "out") == []
+    assert len(read_rows(only_run_dir(tmp_path / "out"), "actv")) > 0

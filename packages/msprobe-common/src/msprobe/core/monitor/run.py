@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+import weakref
 from datetime import datetime
 from pathlib import Path
 
@@ -58,7 +59,10 @@ class MonitorRun:
         self.enabled = bool(self.config.dynamic_on) if self.dynamic else True
         self.collected = 0
         self.directory: Path | None = None
-        self.writers: list[MetricWriter] = []
+        self.writers: list[MetricWriter] = []  # changed in place: the finalizer holds this very list
+        # TrainerMon has no close() (upstream's has none): the files are closed after the last step to collect,
+        # and otherwise when the run is garbage-collected or the interpreter exits
+        weakref.finalize(self, _close_all, self.writers)
         self.alerts: AlertTracker | None = None
         self.name = f"{datetime.now().strftime('%b%d_%H-%M-%S')}-rank{rank}-{uuid.uuid4().hex[:8]}"
 
@@ -89,7 +93,7 @@ class MonitorRun:
         except ConfigError as error:
             logger.error("monitor: configuration not reloaded, the previous one stays: %s", error)
             return False
-        self._close_writers()
+        _close_all(self.writers)
         self.config, self.collected = config, 0
         if config.dynamic_on is not None or self.dynamic:
             self.enabled = bool(config.dynamic_on)
@@ -103,23 +107,24 @@ class MonitorRun:
             self._open()
         for writer in self.writers:
             writer.write(metrics)
-        return self.alerts.check(metrics)
+        alert = self.alerts.check(metrics)
+        if self.collected >= self.config.collect_times:
+            _close_all(self.writers)  # the last step to collect until the file changes
+        return alert
 
     def _open(self) -> None:
         if self.directory is None:
             self.directory = make_dir(Path(os.environ.get(OUTPUT_ENV, DEFAULT_OUTPUT)) / self.name)
         config = self.config
-        self.writers = open_writers(config.formats, self.directory, config.ndigits, config.step_count_per_record)
+        self.writers[:] = open_writers(config.formats, self.directory, config.ndigits, config.step_count_per_record)
         if self.alerts is None:
             self.alerts = AlertTracker(config.rules, self.directory)
         self.alerts.rules = config.rules  # a reload keeps the run's alerts and histories
 
-    def _close_writers(self) -> None:
-        for writer in self.writers:
-            writer.close()
-        self.writers = []
 
-    def close(self) -> None:
-        self._close_writers()
+def _close_all(writers: list[MetricWriter]) -> None:
+    for writer in writers:
+        writer.close()
+    writers.clear()
 
 
