@@ -12,9 +12,6 @@ import csv
 import json
 import os
 import re
-import shutil
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +19,9 @@ import numpy as np
 import pytest
 
 from msprobe.mindspore.graph_dump import alias
+
+sys.path.insert(0, str(Path(__file__).parent))
+import msrun  # noqa: E402
 
 RANKS = (0, 1)
 
@@ -104,53 +104,14 @@ SCENARIOS = {  # name → (script, dump_path under the scenario's folder: the L2
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory) -> dict[str, tuple[Path, Path, str]]:
     """Run every scenario under ``msrun --worker_num=2`` at once; name → (folder, dump_path, worker logs)."""
     root = tmp_path_factory.mktemp("ms_distributed")
-    bin_dir = os.path.dirname(sys.executable)
-    msrun = shutil.which("msrun", path=bin_dir) or shutil.which("msrun")
-    assert msrun, "msrun (installed with mindspore) not found"
-    environment = {
-        **os.environ,
-        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join(sys.path),
-        "OMP_NUM_THREADS": "1",
-    }
-    environment.pop("MINDSPORE_DUMP_CONFIG", None)
-    started = {}
-    for name, (script, relative_dump) in SCENARIOS.items():
-        folder = root / name
-        folder.mkdir()
-        (folder / "train.py").write_text(script)
-        command = [
-            msrun,
-            "--worker_num=2",
-            "--local_worker_num=2",
-            f"--master_port={_free_port()}",
-            "--join=True",
-            f"--log_dir={folder / 'log'}",
-            "train.py",
-            str(folder),
-            str(folder / relative_dump),
-        ]
-        started[name] = subprocess.Popen(
-            command, cwd=folder, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-    finished = {}
-    for name, process in started.items():
-        output, _ = process.communicate(timeout=300)
-        folder = root / name
-        logs = "".join(p.read_text(errors="replace") for p in sorted((folder / "log").glob("worker_*.log")))
-        assert process.returncode == 0, f"{name}: {output[-2000:]}\n{logs[-4000:]}"
-        finished[name] = (folder, folder / SCENARIOS[name][1], logs)
-    return finished
+    started = {name: msrun.start(root / name, script, str(root / name), str(root / name / relative_dump))
+               for name, (script, relative_dump) in SCENARIOS.items()}
+    return {name: (root / name, root / name / SCENARIOS[name][1], msrun.finish(process, root / name))
+            for name, process in started.items()}
 
 
 def _values(folder: Path) -> dict[int, dict[str, float]]:
