@@ -60,13 +60,16 @@ def _check(rows: list[dict], captured: dict) -> int:
     return checked
 
 
-def test_metrics_equal_float64_numpy(tmp_path, monkeypatch):
+@pytest.mark.parametrize("ops", [EVERYTHING["ops"], None], ids=["six-ops", "default-norm"])
+def test_metrics_equal_float64_numpy(tmp_path, monkeypatch, ops):
+    """Every op, and the default op alone (norm: the step's norms queued as they come, stacked once)."""
     from msprobe.pytorch import TrainerMon
 
     monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
     model = llama()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    mon = TrainerMon(str(write_config(tmp_path / "c.json", **EVERYTHING)), params_have_main_grad=False)
+    keys = {**EVERYTHING, "ops": ops} if ops else {k: v for k, v in EVERYTHING.items() if k != "ops"}
+    mon = TrainerMon(str(write_config(tmp_path / "c.json", **keys)), params_have_main_grad=False)
     mon.set_monitor(model, optimizer)
     capture = Capture(model, optimizer)
     for (ids,) in batches(2):

@@ -4,7 +4,9 @@
 gradient) into one ``[n, reductions]`` float64 tensor on their device, using fused multi-tensor kernels
 where torch has them (``torch._foreach_norm``, ``torch._foreach_max``) and one-pass ones otherwise
 (``torch.aminmax``). :class:`StepBuffer` keeps those blocks until the step ends and brings them all to the
-host at once (one ``cat`` and one copy per device): no ``.item()`` and no sync per tensor.
+host at once (one ``cat`` and one copy per device): no ``.item()`` and no sync per tensor. With the default
+op alone (``norm``) a hook queues its tensors' ``torch._foreach_norm`` results as they come and the step's
+norms are stacked once, at the transfer: one kernel launch per hook instead of four.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch
 from msprobe.core.monitor.collector import Pending
 
 _UPCAST = (torch.float16, torch.bfloat16)
+NORM_ONLY = ("norm",)
 
 
 def measurable(value: object) -> bool:
@@ -47,11 +50,15 @@ def _nan_counts(values: list[torch.Tensor], norms: torch.Tensor | None) -> torch
     return torch.stack([torch.count_nonzero(torch.isnan(t)) if nan else zero for t, nan in zip(values, flagged)])
 
 
+def _values(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors as reduced: detached, half precisions in float32."""
+    return [t.detach().float() if t.dtype in _UPCAST else t.detach() for t in tensors]
+
+
 @torch.no_grad()
 def group_reductions(tensors: Sequence[torch.Tensor], reductions: Sequence[str], eps: float) -> torch.Tensor:
     """``[len(tensors), len(reductions)]`` float64: each tensor's reductions (see msprobe.core.monitor.ops)."""
-    values = [t.detach() for t in tensors]
-    values = [t.float() if t.dtype in _UPCAST else t for t in values]
+    values = _values(tensors)
     columns = _min_max(values, reductions)
     if "norm" in reductions:
         columns["norm"] = torch.stack(torch._foreach_norm(values))
@@ -73,6 +80,7 @@ class StepBuffer:
     def __init__(self, reductions: Sequence[str], eps: float) -> None:
         self.reductions, self.eps = tuple(reductions), eps
         self.blocks: list[torch.Tensor] = []
+        self.norms: list[torch.Tensor] = []  # norm only: 0-d norms after the blocks, stacked at the transfer
         self.count = 0
         self.seen: dict[int, tuple[weakref.ref, int, Pending]] = {}
 
@@ -89,7 +97,15 @@ class StepBuffer:
                 fresh[id(tensor)] = (tensor, place)
             places.append(place)
         if fresh:
-            self.blocks.append(group_reductions([t for t, _ in fresh.values()], self.reductions, self.eps))
+            tensors = [t for t, _ in fresh.values()]
+            if self.reductions == NORM_ONLY:
+                with torch.no_grad():
+                    norms = torch._foreach_norm(_values(tensors))
+                if self.norms and self.norms[0].device != norms[0].device:
+                    self._stack_norms()  # a block per device
+                self.norms.extend(norms)
+            else:
+                self.blocks.append(group_reductions(tensors, self.reductions, self.eps))
             self.count += len(fresh)
             for tensor, place in fresh.values():
                 self.seen[id(tensor)] = (weakref.ref(tensor), tensor._version, place)
@@ -98,9 +114,16 @@ class StepBuffer:
     def add_reduced(self, block: torch.Tensor, shape: tuple[int, ...], dtype: str) -> list[Pending]:
         """Queue a ``[n, reductions]`` block computed elsewhere (per-element values already divided: numel 1)."""
         places = [Pending(self.count + index, 1, shape, dtype) for index in range(block.shape[0])]
+        self._stack_norms()
         self.blocks.append(block.to(torch.float64))
         self.count += block.shape[0]
         return places
+
+    def _stack_norms(self) -> None:
+        """The norms queued since the last block, as one ``[n, 1]`` float64 block (queue order kept)."""
+        if self.norms:
+            self.blocks.append(torch.stack(self.norms).to(torch.float64).unsqueeze(1))  # stack promotes dtypes
+            self.norms = []
 
     def _known(self, tensor: torch.Tensor) -> Pending | None:
         entry = self.seen.get(id(tensor))
@@ -110,6 +133,7 @@ class StepBuffer:
 
     def transfer(self) -> np.ndarray:
         """Every queued row on the host, ``[count, reductions]``: one copy per device, then the buffer is empty."""
+        self._stack_norms()
         blocks = self.blocks
         self.blocks, self.count, self.seen = [], 0, {}
         if not blocks:
