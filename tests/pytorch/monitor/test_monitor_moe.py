@@ -35,6 +35,7 @@ class RoutingCapture:
 
     def __init__(self, model) -> None:
         self.seen: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+        self.logits: dict[tuple[int, str], np.ndarray] = {}  # (step, router) -> its logits, in float64
         self.expert_grads: dict[tuple[int, str], np.ndarray] = {}  # (step, 3-D experts weight) -> its gradient
         self.step = 0
         self.experts_weights = {n: p for n, p in model.named_parameters() if ".experts." in n}
@@ -49,7 +50,10 @@ class RoutingCapture:
     def _hook(self, experts_name: str):
         def hook(module, args, output):
             indices = output[-1]
-            self.seen[(self.step, experts_name)] = (args[0].detach().double().numpy(), indices.numpy())
+            hidden = args[0].detach().double().numpy()
+            self.seen[(self.step, experts_name)] = (hidden, indices.numpy())
+            router = experts_name.removesuffix(".experts") + ".gate"
+            self.logits[(self.step, router)] = hidden @ module.weight.detach().double().numpy().T
         return hook
 
 
@@ -95,6 +99,12 @@ def test_expert_load_and_inputs_equal_float64_numpy(tmp_path, monkeypatch, kind,
                 assert_close_to_reference(inputs[(step, f"{experts_name}.expert_{expert}.input")], hidden[routed])
         total = sum(load[(step, f"{experts_name}.expert_{e}")]["norm"] for e in range(EXPERTS))
         assert total == hidden.shape[0] * TOP_K  # every token went to top_k experts
+    entropy = {(int(r["step"]), r["name"]): r for r in read_rows(run, "router_entropy")}
+    assert entropy.keys() == capture.logits.keys() and len(entropy) == 3 * 2
+    for key, logits in capture.logits.items():  # each token's -sum(p log p), p = softmax(logits)
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        assert_close_to_reference(entropy[key], -(p * np.log(p)).sum(axis=1))
     grads = {(int(r["step"]), r["name"]): r for r in read_rows(run, "grad_reduced")}
     assert len(capture.expert_grads) == 3 * 2 * 2  # steps, layers, gate_up_proj and down_proj
     for (step, weight), grad in capture.expert_grads.items():

@@ -10,10 +10,11 @@ GRAD_UNREDUCED, GRAD_REDUCED = "grad_unreduced", "grad_reduced"
 EXP_AVG, EXP_AVG_SQ = "exp_avg", "exp_avg_sq"
 PARAM_ORIGIN, PARAM_UPDATED = "param_origin", "param_updated"
 EXPERT_LOAD = "expert_load"  # tokens routed to each expert of an MoE layer (docs/monitor.md#moe-models)
+ROUTER_ENTROPY = "router_entropy"  # the entropy of each token's routing distribution, per MoE router
 CC = "cc"  # the tensors passed to torch.distributed's collectives
 GROUPS = (ACTV, ACTV_GRAD, GRAD_UNREDUCED, GRAD_REDUCED, EXP_AVG, EXP_AVG_SQ, PARAM_ORIGIN, PARAM_UPDATED,
-          EXPERT_LOAD, CC)
-MICRO_STEP_GROUPS = (ACTV, ACTV_GRAD, EXPERT_LOAD)
+          EXPERT_LOAD, ROUTER_ENTROPY, CC)
+MICRO_STEP_GROUPS = (ACTV, ACTV_GRAD, EXPERT_LOAD, ROUTER_ENTROPY)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,11 @@ computes, on their device and for the whole layer at once (scatter reductions, n
   (shape ``[-1, hidden]``: the number of tokens is the load row's, known only after the step's transfer).
   An expert that got no token has zeros there, not NaN (no value is no anomaly).
 
+The router of such a layer (an integer ``num_experts`` and ``top_k``, a ``[num_experts, hidden]`` weight,
+its logits the first tensor of its output) gets a hook too: ``router_entropy`` rows ``{router}`` hold the ops
+over each token's routing entropy ``-sum(p log p)``, ``p`` the softmax of its logits in float32 (0 for a
+token sent to one expert for sure, ``log(num_experts)`` for a router that cannot choose).
+
 What an expert *outputs* is summed with the routing weights inside the fused module and is not measured.
 """
 
@@ -20,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from msprobe.core.monitor.collector import StepCollector
-from msprobe.core.monitor.records import ACTV, EXPERT_LOAD
+from msprobe.core.monitor.records import ACTV, EXPERT_LOAD, ROUTER_ENTROPY
 from msprobe.pytorch.monitor.collect import in_backward
 from msprobe.pytorch.monitor.stats import measurable
 
@@ -38,6 +43,20 @@ def is_fused_experts(module: torch.nn.Module) -> bool:
     count = getattr(module, "num_experts", None)
     return isinstance(count, int) and count > 0 and any(
         p.dim() == 3 and p.shape[0] == count for p in module.parameters(recurse=False))
+
+
+def is_router(module: torch.nn.Module) -> bool:
+    """A module choosing ``top_k`` of ``num_experts`` experts with a ``[num_experts, hidden]`` weight."""
+    count, top_k = getattr(module, "num_experts", None), getattr(module, "top_k", None)
+    return isinstance(count, int) and count > 0 and isinstance(top_k, int) and top_k > 0 and any(
+        p.dim() == 2 and p.shape[0] == count for p in module.parameters(recurse=False))
+
+
+@torch.no_grad()
+def routing_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Each token's entropy of the softmax of its router logits (last dimension: the experts), in float32."""
+    log_p = torch.log_softmax(logits.detach().float(), dim=-1)
+    return -(log_p.exp() * log_p).sum(-1).reshape(-1)
 
 
 def _routing(args: tuple, kwargs: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -87,7 +106,8 @@ def expert_reductions(hidden: torch.Tensor, index: torch.Tensor, experts: int, r
 
 
 class ExpertWatch:
-    """Forward hooks on fused experts modules: expert load and per-expert inputs, once per micro-batch."""
+    """Forward hooks on fused experts modules (expert load and per-expert inputs) and on their routers (routing
+    entropy), once per micro-batch."""
 
     def __init__(self, mon, collector_of) -> None:
         self.mon, self.collector_of = mon, collector_of
@@ -102,6 +122,21 @@ class ExpertWatch:
                 if isinstance(output, torch.Tensor) and output.requires_grad:
                     output.register_hook(self._count_backward)  # micro-steps end with backward passes
             except Exception as error:  # the run goes on without this layer's expert metrics
+                collector.guard(name, error)
+
+        return forward_hook
+
+    def router_hook(self, name: str, experts: int, vpp: int):
+        def forward_hook(module, args, kwargs, output):
+            collector = self.collector_of()
+            if collector is None or not module.training or in_backward() != -1 or name in collector.failed:
+                return
+            try:
+                items = output if isinstance(output, (tuple, list)) else (output,)
+                logits = next((t for t in items if measurable(t) and t.shape[-1] == experts), None)
+                if logits is not None:
+                    collector.add(ROUTER_ENTROPY, [(name, routing_entropy(logits))], self.mon.micro_step, vpp)
+            except Exception as error:  # the run goes on without this router's entropy
                 collector.guard(name, error)
 
         return forward_hook

@@ -39,7 +39,7 @@ from msprobe.core.monitor.run import MonitorRun
 from msprobe.core.services.fileio import atomic_write_text
 from msprobe.pytorch.monitor.collect import ModuleWatch
 from msprobe.pytorch.monitor.collectives import CC_STACKS_FILE, CollectiveWatch
-from msprobe.pytorch.monitor.moe import ExpertWatch, is_fused_experts
+from msprobe.pytorch.monitor.moe import ExpertWatch, is_fused_experts, is_router
 from msprobe.pytorch.monitor.stats import StepBuffer, measurable
 from msprobe.pytorch.rank import current_rank
 
@@ -136,12 +136,13 @@ class TrainerMon:
                 if not targets or name in targets:
                     yield vpp, name, module
 
-    def _experts(self):
-        """(vpp, name, module) of the fused experts modules in the watched modules, each once."""
+    def _moe_modules(self, kind):
+        """(vpp, name, module) of the modules in the watched modules that ``kind`` accepts (fused experts,
+        routers), each once."""
         seen = set()
         for vpp, prefix, module in self._watched():
             for name, sub in module.named_modules(prefix=prefix):
-                if id(sub) not in seen and is_fused_experts(sub):
+                if id(sub) not in seen and kind(sub):
                     seen.add(id(sub))
                     yield vpp, name, sub
 
@@ -168,11 +169,14 @@ class TrainerMon:
                 self.handles.append(module.register_forward_hook(watch.hook(name, vpp), with_kwargs=True))
         if config.moe_distribution:
             watch = ExpertWatch(self, lambda: self.collector)
-            for vpp, name, module in self._experts():
+            for vpp, name, module in self._moe_modules(is_fused_experts):
                 self.handles.append(module.register_forward_hook(
                     watch.hook(name, module.num_experts, vpp), with_kwargs=True))
                 self.expert_params.extend((vpp, f"{name}.{key}", p) for key, p in module.named_parameters(recurse=False)
                                           if p.requires_grad and p.dim() == 3 and p.shape[0] == module.num_experts)
+            for vpp, name, module in self._moe_modules(is_router):
+                self.handles.append(module.register_forward_hook(
+                    watch.router_hook(name, module.num_experts, vpp), with_kwargs=True))
         if config.cc_distribution.enable:
             self.collectives = CollectiveWatch(lambda: self.collector, config.cc_distribution)
             self.handles.append(self.collectives.install())
