@@ -87,3 +87,16 @@ def test_mindspore_wrapper_cells_do_not_hide_a_pair():
     assert without_wrappers("Cell.fc.Dense.forward.0") == "Cell.fc.Dense.forward.0"
     assert without_wrappers("Module._backbone.Linear.forward.0") == "Module._backbone.Linear.forward.0"
     assert without_wrappers("Functional._backbone.0.forward") == "Functional._backbone.0.forward"
+
+
+def test_parameters_grad_entries_pair_by_name_wherever_each_run_wrote_them():
+    """A tensor-parallel run writes its modules' parameters_grad entries before its backward calls, a single
+    process among them: each still pairs with its namesake, kept where the NPU side wrote it."""
+    grads = ["Module.fc2.Linear.parameters_grad.0", "Module.fc1.Linear.parameters_grad.0"]
+    calls = ["Functional.linear.1.backward", "Module.fc2.Linear.backward.0", "Functional.linear.0.backward",
+             "Module.fc1.Linear.backward.0"]
+    npu = entries(*grads, *calls)
+    bench = entries(calls[0], calls[1], grads[0], calls[2], calls[3], grads[1])
+    pairs = align_entries(npu, bench)
+    assert pairs == [(n, n) for n in [*grads, *calls]]
+    assert align_entries(bench, npu) == [(n, n) for n in bench]

@@ -4,7 +4,9 @@ msprobe 1.1.1 walked both dumps in lock step, so one extra API on either side sh
 row out of its match. Here the two entry sequences are aligned like a text diff (Myers' algorithm,
 fast when the runs mostly agree) on names and argument structure (after the ``-dm`` mapping), then
 inside each gap on looser keys (see :func:`align_entries`). Whatever stays unpaired is kept, so
-every entry of both sides appears in the report.
+every entry of both sides appears in the report. A module's ``parameters_grad`` entry is no call: it is
+written when its gradients are ready, which another run (tensor parallel, another version) may reach
+earlier or later among its calls, so it pairs by name outside the alignment.
 
 A MindSpore dump against a PyTorch one goes through the same alignment with other keys
 (:class:`~.cross_framework.CrossFramework`).
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from msprobe.core.compare.align.cross_framework import CrossFramework
 from msprobe.core.compare.read import Row, structure
-from msprobe.core.lifecycle.naming import parse_name
+from msprobe.core.lifecycle.naming import is_parameters_grad, parse_name
 
 _MAX_EDIT_DISTANCE = 4000  # beyond this the quadratic trace of Myers costs more than difflib
 
@@ -142,7 +144,26 @@ def align_entries(
     ]
     if fuzzy:
         keys = [keys[1], lambda side, n: count_free(named(side, n))]
-    return _align(list(npu), list(bench), keys)
+    bench_grads = {named("bench", b): b for b in bench if is_parameters_grad(b)}
+    grads = {n: bench_grads[named("npu", n)] for n in npu if is_parameters_grad(n) and named("npu", n) in bench_grads}
+    paired_bench = set(grads.values())
+    aligned = _align([n for n in npu if n not in grads], [b for b in bench if b not in paired_bench], keys)
+    return _in_npu_order(aligned, list(npu), grads)
+
+
+def _in_npu_order(aligned: list[tuple[str | None, str | None]], npu_names: list[str],
+                  paired: dict[str, str]) -> list[tuple[str | None, str | None]]:
+    """``aligned`` with the pairs of ``paired`` (paired apart from it) put back where their NPU entry was."""
+    position = {name: index for index, name in enumerate(npu_names)}
+    waiting = sorted(paired, key=position.__getitem__)
+    result: list[tuple[str | None, str | None]] = []
+    for pair in aligned:
+        while waiting and pair[0] is not None and position[waiting[0]] < position[pair[0]]:
+            name = waiting.pop(0)
+            result.append((name, paired[name]))
+        result.append(pair)
+    result.extend((name, paired[name]) for name in waiting)
+    return result
 
 
 def _following(key: Callable[[str, str], Hashable], mapping: dict[str, str],
