@@ -9,7 +9,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-
 DATA = Path(__file__).parents[1] / "data"
 
 
