@@ -1,10 +1,10 @@
 """Writes a statistics dump (level L0) of one training step of a small LSTM tagger with msprobe 26.2.0.
 
 The model is chosen for where 26.2.0's backward entries put their gradients: it hooks only the tensors that
-require a gradient, so its gradient lists are shorter than ours and shifted (docs/dump_format.md#what-the-two-
-generations-record-differently). ``lstm`` takes and returns a ``PackedSequence`` (a named tuple: its integer
-fields need no gradient, the packed data is not used by the loss), ``gate`` takes a mask that needs no gradient
-before the tensor that does.
+require a gradient, so its gradient lists are shorter than ours and shifted, see
+docs/dump_format.md#what-the-two-generations-record-differently. ``lstm`` takes and returns a ``PackedSequence``
+(a named tuple: its integer fields need no gradient, the packed data is not used by the loss), ``gate`` takes a
+mask that needs no gradient before the tensor that does.
 
 Run once, in a separate venv holding mindstudio-probe 26.2.0 and torch 2.13.0 CPU:
 
