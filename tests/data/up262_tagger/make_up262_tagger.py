@@ -13,7 +13,7 @@ Run once, in a separate venv holding mindstudio-probe 26.2.0 and torch 2.13.0 CP
 The tests import ``build()`` and ``train_step()`` (in the project's venv); msprobe is imported only in ``main()``.
 """
 
-import json
+import importlib.util
 import os
 import sys
 
@@ -60,18 +60,14 @@ def train_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> to
 
 
 def main(out: str) -> None:
-    from msprobe.pytorch import PrecisionDebugger
-
-    config_path = os.path.join(out, "config.json")
-    os.makedirs(out, exist_ok=True)
-    with open(config_path, "w") as handle:
-        json.dump({**DUMP_CONFIG, "dump_path": out}, handle)
-    model, batch = build()
-    debugger = PrecisionDebugger(config_path=config_path)
-    debugger.start(model=model)
-    train_step(model, batch)
-    debugger.stop()
-    debugger.step()
+    """Dumps as make_up262_gpt2.py does (its ``main()`` runs whatever its ``build`` and ``train_step`` are)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location("make_up262_gpt2", os.path.join(here, os.pardir, "up262_gpt2",
+                                                                                   "make_up262_gpt2.py"))
+    gpt2 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpt2)
+    gpt2.build, gpt2.train_step = build, train_step
+    gpt2.main(out)
 
 
 if __name__ == "__main__":
