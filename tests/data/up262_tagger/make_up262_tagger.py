@@ -60,13 +60,13 @@ def train_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> to
 
 
 def main(out: str) -> None:
-    """Dumps as make_up262_gpt2.py does (its ``main()`` runs whatever its ``build`` and ``train_step`` are)."""
+    """Dumps as make_up262_gpt2.py does: its ``main()`` runs its ``build``, ``train_step`` and ``DUMP_CONFIG``."""
     here = os.path.dirname(os.path.abspath(__file__))
     spec = importlib.util.spec_from_file_location("make_up262_gpt2", os.path.join(here, os.pardir, "up262_gpt2",
                                                                                    "make_up262_gpt2.py"))
     gpt2 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpt2)
-    gpt2.build, gpt2.train_step = build, train_step
+    gpt2.build, gpt2.train_step, gpt2.DUMP_CONFIG = build, train_step, DUMP_CONFIG
     gpt2.main(out)
 
 
