@@ -130,6 +130,35 @@ def test_graph_builds_and_compares_across_the_two_layouts(tmp_path):
     assert "Module.transformer.h.0.attn.GPT2Attention.forward.0" in vis.read_text()
 
 
+def test_graph_of_26s_dump_shows_its_gradients_at_their_tensors_places(tmp_path):
+    """``msprobe graph`` with 26.2.0's tagger on the NPU side reads its gradient lists as compare does: the gate's
+    ``[grad x]`` is shown as ``output.1`` (``output.0``: the mask's, none), with its comparison to ours."""
+    from msprobe.core.cli import main
+
+    (theirs,) = (DATA.parent / "up262_tagger" / "step0").iterdir()
+    source = tmp_path / "input.json"
+    source.write_text(json.dumps({"npu_path": str(theirs),
+                                  "bench_path": str(_our_dump(tmp_path / "ours", "up262_tagger") / "rank")}))
+    assert main(["graph", "-i", str(source), "-o", str(tmp_path / "graph")]) == 0
+    (vis,) = (tmp_path / "graph").glob("compare_*.vis")
+    (gate,) = [node for node in _nodes(json.loads(vis.read_text())["NPU"])
+               if node.get("id") == "Module.gate.Gate.backward.0"]
+    name = "Module.gate.Gate.backward.0.output."
+    assert gate["output_data"][f"{name}0"] == {"value": "null"}
+    assert gate["output_data"][f"{name}1"]["Max diff"] == "0.0" and gate["output_data"][f"{name}1"]["shape"] == "[3, 8]"
+
+
+def _nodes(value):
+    """Every object with an ``id`` under a .vis document's side."""
+    if isinstance(value, dict):
+        yield from ([value] if "id" in value else [])
+        for item in value.values():
+            yield from _nodes(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _nodes(item)
+
+
 @pytest.fixture(scope="module")
 def bare_run():
     return train(GPT2)
