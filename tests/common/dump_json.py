@@ -1,12 +1,24 @@
-"""Reading a dump.json in tests: the tensor records of an entry, shared by both frameworks' tests; and
-writing the config.json that makes one."""
+"""Reading a dump.json in tests: the tensor records of an entry, shared by both frameworks' tests; writing the
+config.json that makes one; and loading the script that made a fixture of upstream msprobe (``tests/data``)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+def fixture_maker(name: str) -> Any:
+    """``tests/data/{name}/make_{name}.py`` as a module: the model and dump config an upstream fixture was made
+    with (the scripts import msprobe only in their ``main()``, so loading one needs no upstream msprobe)."""
+    spec = importlib.util.spec_from_file_location(f"make_{name}", DATA / name / f"make_{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def tensor_records(value: Any) -> Iterator[dict]:

@@ -4,15 +4,15 @@ written by msprobe when config.json says ``"dump_format": "26"``, with the train
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from dump_json import write_config
+from dump_json import fixture_maker, write_config
 from zoo import ZOO, train
 
 from msprobe.core.compare.read import process_dirs, read_dump, read_stack
@@ -23,24 +23,17 @@ DATA = Path(__file__).parents[1] / "data" / "up262_gpt2"
 GPT2 = next(spec for spec in ZOO if spec.name == "gpt2")
 
 
-def _generator():
-    """tests/data/up262_gpt2/make_up262_gpt2.py: the model and dump config 26.2.0's fixture was made with."""
-    spec = importlib.util.spec_from_file_location("make_up262_gpt2", DATA / "make_up262_gpt2.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _our_dump(out: Path, **common) -> Path:
-    """Our dump of the fixture's model and step, with the fixture's config (plus ``common`` keys)."""
-    make = _generator()
+def _our_dump(out: Path, maker: str = "up262_gpt2", **common) -> Path:
+    """Our dump of a fixture's model and step (``tests/data/{maker}/make_{maker}.py``: the model and dump config
+    26.2.0's fixture was made with), with the fixture's config (plus ``common`` keys)."""
+    make = fixture_maker(maker)
     out.mkdir(parents=True)
     config = out / "config.json"
     config.write_text(json.dumps({**make.DUMP_CONFIG, "dump_path": str(out), **common}))
-    model, ids = make.build()
+    model, batch = make.build()
     debugger = PrecisionDebugger(config_path=str(config))
     debugger.start(model=model)
-    make.train_step(model, ids)
+    make.train_step(model, batch)
     debugger.stop()
     debugger.step()
     return out / "step0"
@@ -51,28 +44,54 @@ def _rows(result) -> dict[str, str | None]:
     return {(r.npu or r.bench).name: (r.bench.name if r.npu and r.bench else None) for r in result.results}
 
 
-def test_a_26_dump_of_gpt2_pairs_with_ours_by_step_directory(tmp_path):
+def _same_rows_both_ways(ours: Path, again: Path, theirs: Path, out: Path) -> dict[str, str | None]:
+    """compare(ours, 26.2.0's) and compare(26.2.0's, ours) give the rows of compare(ours, ours), each paired with
+    the row of its own name (docs/dump_format.md#what-the-two-generations-record-differently); returns them."""
+    def rows(npu: Path, bench: Path, name: str) -> dict[str, str | None]:
+        return _rows(compare({"npu_path": str(npu), "bench_path": str(bench)}, out / name))
+
+    same = rows(ours, again, "ours_vs_ours")
+    assert all(bench == name for name, bench in same.items())
+    assert rows(ours, theirs, "ours_vs_26") == same
+    assert rows(theirs, ours, "26_vs_ours") == same
+    return same
+
+
+def _first_divergences(ours: Path, theirs: Path, out: Path) -> list:
+    """The first divergence of compare(ours, 26.2.0's) and of compare(26.2.0's, ours)."""
+    return [compare({"npu_path": str(npu), "bench_path": str(bench)}, out / name).first_divergence
+            for npu, bench, name in ((ours, theirs, "first_ours"), (theirs, ours, "first_26"))]
+
+
+def test_a_26_dump_of_gpt2_pairs_with_ours_by_step_directory(tmp_path, caplog):
     ours = _our_dump(tmp_path / "ours")
     theirs = DATA / "step0"
     assert [d.name for d in process_dirs(theirs, "bench_path").values()] == ["proc14429"]
     assert read_dump(theirs / "proc14429" / "dump.json").framework == "pytorch"
     result = compare_distributed(ours, theirs, tmp_path / "steps")
     assert list(result.ranks) == [0]  # step0/rank against step0/proc14429: both are rank 0
-    ours_again = _our_dump(tmp_path / "again")
-    same = _rows(compare({"npu_path": str(ours / "rank" / "dump.json"),
-                          "bench_path": str(ours_again / "rank" / "dump.json")}, tmp_path / "ours_vs_ours"))
-    mixed = _rows(compare({"npu_path": str(ours / "rank" / "dump.json"),
-                           "bench_path": str(theirs / "proc14429" / "dump.json")}, tmp_path / "ours_vs_26"))
-    assert all(bench == name for name, bench in same.items())
-    # Every forward input and output of ours pairs with 26.2.0's row of the same name. Not yet the same rows
-    # as two of ours (docs/dump_format.md#what-the-two-generations-record-differently): 26.2.0 adds
-    # parameters / parameters_grad rows and a ModelOutput's None fields, and some backward rows differ.
-    forward = [name for name in same if ".forward." in name and not name.startswith("Module.transformer.GPT2Model")]
-    assert len(forward) > 40
-    assert [name for name in forward if mixed.get(name) != name] == []
+    ours_json, theirs_json = ours / "rank" / "dump.json", theirs / "proc14429" / "dump.json"
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="msprobe"):
+        same = _same_rows_both_ways(ours_json, _our_dump(tmp_path / "again") / "rank" / "dump.json", theirs_json,
+                                    tmp_path)
+    # forward and backward modules, parameters_grad, a ModelOutput's unset fields, gradients 26.2.0 leaves out
+    kinds = (".forward.", ".backward.", ".parameters_grad.", ".output.0.hidden_states")
+    assert all(any(kind in name for name in same) for kind in kinds)
+    assert "Module.transformer.wte.Embedding.backward.0.output.0" in same  # the token ids': no gradient
+    assert sum("29 parameters rows of bench only" in r.getMessage() for r in caplog.records) == 1
+    assert sum("29 parameters rows of npu only" in r.getMessage() for r in caplog.records) == 1
+    # two of 26.2.0's dumps: its parameters are rows like any other
+    theirs_twice = _rows(compare({"npu_path": str(theirs_json), "bench_path": str(theirs_json)}, tmp_path / "26"))
+    parameters = [name for name in theirs_twice if ".forward.0.parameters." in name]
+    assert len(parameters) == 29 and all(theirs_twice[name] == name for name in parameters)
+    assert "Module.lm_head.Linear.forward.0.parameters.weight" in parameters
+    # The same run: nothing beyond rounding, though 26.2.0's float32 Mean and Norm of the attention mask
+    # (float32's lowest value) overflow to -inf and inf (docs/compare.md#first-divergence-beyond-rounding).
+    assert _first_divergences(ours_json, theirs_json, tmp_path) == [None, None]
     # The same tensors: Max and Min exactly, Norm and Mean up to 26.2.0's float32 reductions (ours: float64).
-    ours_data = read_dump(ours / "rank" / "dump.json").entries
-    theirs_data = read_dump(theirs / "proc14429" / "dump.json").entries
+    ours_data = read_dump(ours_json).entries
+    theirs_data = read_dump(theirs_json).entries
     outputs = [(ours_data[n]["output"][0], theirs_data[n]["output"][0]) for n in ours_data
                if ".forward." in n and n in theirs_data and isinstance(ours_data[n]["output"][0], dict)
                and "Max" in ours_data[n]["output"][0]]
@@ -81,6 +100,32 @@ def test_a_26_dump_of_gpt2_pairs_with_ours_by_step_directory(tmp_path):
         assert (mine["Max"], mine["Min"]) == (upstream["Max"], upstream["Min"])
         assert mine["Norm"] == pytest.approx(upstream["Norm"], rel=1e-6)
         assert mine["Mean"] == pytest.approx(upstream["Mean"], rel=1e-5, abs=1e-7)
+
+
+def test_26s_gradients_pair_with_ours_at_their_tensors_places(tmp_path):
+    """26.2.0 writes only the gradients of tensors that require one (tests/data/up262_tagger): ``gate(mask, x)``'s
+    backward ``output`` is ``[grad x]`` where ours is ``[null, grad x]``, the LSTM's ``input`` ``[null, grad h,
+    null]`` (data, h, c) where ours has one per output value (data, the three index tensors, h, c)."""
+    data = DATA.parent / "up262_tagger" / "step0"
+    (proc,) = [d.name for d in data.iterdir()]
+    ours = _our_dump(tmp_path / "ours", "up262_tagger") / "rank" / "dump.json"
+    theirs = data / proc / "dump.json"
+    same = _same_rows_both_ways(ours, _our_dump(tmp_path / "again", "up262_tagger") / "rank" / "dump.json",
+                                theirs, tmp_path)
+    ours_data, theirs_data = read_dump(ours).entries, read_dump(theirs).entries
+    gate, lstm = "Module.gate.Gate.backward.0", "Module.lstm.LSTM.backward.0"
+    assert len(theirs_data[gate]["output"]) == 1 and ours_data[gate]["output"][0] is None
+    assert len(theirs_data[lstm]["input"]) == 3 and len(ours_data[lstm]["input"]) == 6
+    for mine, upstream in ((ours_data[gate]["output"][1], theirs_data[gate]["output"][0]),
+                           (ours_data[lstm]["input"][4], theirs_data[lstm]["input"][1])):
+        assert (mine["shape"], mine["Max"], mine["Min"]) == (upstream["shape"], upstream["Max"], upstream["Min"])
+        assert mine["Norm"] == pytest.approx(upstream["Norm"], rel=1e-6)
+    assert {f"{gate}.output.1", f"{lstm}.input.4", f"{lstm}.output.0"} <= set(same)
+    result = compare({"npu_path": str(theirs), "bench_path": str(ours)}, tmp_path / "values")
+    placed = {r.npu.name: r for r in result.results}
+    assert placed[f"{gate}.output.1"].npu.value["Max"] == ours_data[gate]["output"][1]["Max"]
+    assert placed[f"{gate}.output.0"].npu.value is None and placed[f"{lstm}.output.0"].npu.value is None
+    assert any("leaves it out" in message for message in placed[f"{lstm}.output.0"].messages)
 
 
 def test_graph_builds_and_compares_across_the_two_layouts(tmp_path):
@@ -92,6 +137,35 @@ def test_graph_builds_and_compares_across_the_two_layouts(tmp_path):
     assert main(["graph", "-i", str(source), "-o", str(tmp_path / "graph")]) == 0
     (vis,) = (tmp_path / "graph").glob("compare_rank_*.vis")
     assert "Module.transformer.h.0.attn.GPT2Attention.forward.0" in vis.read_text()
+
+
+def test_graph_of_26s_dump_shows_its_gradients_at_their_tensors_places(tmp_path):
+    """``msprobe graph`` with 26.2.0's tagger on the NPU side reads its gradient lists as compare does: the gate's
+    ``[grad x]`` is shown as ``output.1`` (``output.0``: the mask's, none), with its comparison to ours."""
+    from msprobe.core.cli import main
+
+    (theirs,) = (DATA.parent / "up262_tagger" / "step0").iterdir()
+    source = tmp_path / "input.json"
+    source.write_text(json.dumps({"npu_path": str(theirs),
+                                  "bench_path": str(_our_dump(tmp_path / "ours", "up262_tagger") / "rank")}))
+    assert main(["graph", "-i", str(source), "-o", str(tmp_path / "graph")]) == 0
+    (vis,) = (tmp_path / "graph").glob("compare_*.vis")
+    (gate,) = [node for node in _nodes(json.loads(vis.read_text())["NPU"])
+               if node.get("id") == "Module.gate.Gate.backward.0"]
+    name = "Module.gate.Gate.backward.0.output."
+    assert gate["output_data"][f"{name}0"] == {"value": "null"}
+    assert gate["output_data"][f"{name}1"]["Max diff"] == "0.0" and gate["output_data"][f"{name}1"]["shape"] == "[3, 8]"
+
+
+def _nodes(value):
+    """Every object with an ``id`` under a .vis document's side."""
+    if isinstance(value, dict):
+        yield from ([value] if "id" in value else [])
+        for item in value.values():
+            yield from _nodes(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _nodes(item)
 
 
 @pytest.fixture(scope="module")

@@ -163,6 +163,24 @@ def test_inf_or_nan_at_different_positions_always_diverges():
     assert stats.excess == math.inf
 
 
+def test_a_mean_or_norm_that_overflowed_its_float32_sum_is_not_a_divergence():
+    """msprobe 26.2.0 sums a float32 tensor in float32: an attention mask of float32's lowest value gives Mean -inf
+    and Norm inf while every element, Max and Min, is finite. Ours (float64) are the true values; the overflow
+    says nothing of the run, so only the extremes are judged (against float64 numpy's statistics of the mask)."""
+    mask = np.array([0.0, np.finfo(np.float32).min] * 4, dtype=np.float32).astype(np.float64)
+    ours = {"Max": mask.max(), "Min": mask.min(), "Mean": mask.mean(), "Norm": np.sqrt(np.sum(mask * mask))}
+    assert math.isfinite(ours["Mean"]) and math.isfinite(ours["Norm"])
+    theirs = {"Max": mask.max(), "Min": mask.min(), "Mean": -math.inf, "Norm": math.inf}
+    for npu, bench in ((ours, theirs), (theirs, ours)):
+        stats = stats_row("Module.attn.Attention.forward.0", "input.attention_mask", [8], npu, bench)
+        judge_entry([stats], BF16)
+        assert stats.excess == 0.0
+    moved = stats_row("Module.attn.Attention.forward.0", "input.attention_mask", [8], ours,
+                      {**theirs, "Min": -math.inf})  # an element that is -inf: a value of the run
+    judge_entry([moved], BF16)
+    assert moved.excess == math.inf
+
+
 def write_dump(rank_dir: Path, calls: list, stacks: dict[str, list[str]]) -> Path:
     """A tensor dump: ``(entry, inputs, outputs)`` with arrays saved as .npy, recorded as bf16 or fp32."""
     (rank_dir / "dump_tensor_data").mkdir(parents=True)

@@ -56,7 +56,7 @@ from msprobe.core.compare.read import (
     SourceError,
     TensorSpec,
     UserMaps,
-    flatten_entry,
+    comparable_rows,
     load_source,
     merge_note,
     read_construct,
@@ -102,15 +102,15 @@ def check_modes(npu: DumpFile, bench: DumpFile) -> str:
 
 def build_results(npu: DumpFile, bench: DumpFile, options: CompareOptions) -> list[RowResult]:
     """Every row of both dumps, paired where the alignment pairs them, in execution order."""
-    npu_rows = {name: flatten_entry(name, entry) for name, entry in npu.entries.items()}
-    bench_rows = {name: flatten_entry(name, entry) for name, entry in bench.entries.items()}
+    npu_rows, bench_rows = comparable_rows(npu, bench)
     mode = check_modes(npu, bench)
     cross = cross_framework(npu, bench, options.maps)
     results: list[RowResult] = []
     mapping = cross.npu_to_bench(options.mapping) if cross is not None else options.mapping
     for npu_name, bench_name in align_entries(npu_rows, bench_rows, options.fuzzy, entry_mapping(mapping), cross):
         pairs = pair_rows(npu_rows.get(npu_name, []) if npu_name else [],
-                          bench_rows.get(bench_name, []) if bench_name else [], mapping, cross)
+                          bench_rows.get(bench_name, []) if bench_name else [], mapping, cross,
+                          (npu_name, bench_name))
         renamed = cross is None and npu_name is not None and bench_name is not None and npu_name != bench_name
         for index, pair in enumerate(pairs):
             notes = [note for row in (pair.npu, pair.bench) if row and (note := merge_note(row.value))]

@@ -9,6 +9,7 @@ entries until one transfer brings a whole batch's statistics to the host.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -59,11 +60,26 @@ def encode_value(value: Any, leaf: Leaf, path: tuple = ()) -> Any:
         return {"type": "slice", "value": [_slice_bound(b) for b in (value.start, value.stop, value.step)]}
     if value is Ellipsis:
         return {"type": "ellipsis", "value": "..."}
+    fields = _fields_of(value)
+    if fields is not None:
+        return {name: encode_value(getattr(value, name), leaf, (*path, name)) for name in fields}
     if isinstance(value, (list, tuple)):
         return [encode_value(item, leaf, (*path, index)) for index, item in enumerate(value)]
     if isinstance(value, dict):
         return {str(key): encode_value(item, leaf, (*path, key)) for key, item in value.items()}
     _report_once(value, "writing null for it")
+    return None
+
+
+def _fields_of(value: Any) -> tuple[str, ...] | None:
+    """The fields of a named tuple or a dataclass instance (a transformers ``ModelOutput`` among them), which
+    dump.json writes as an object of every field, a ``None`` one as ``null``, as msprobe 1.1.1 and 26.2.0 do
+    (a ``ModelOutput`` is also a dict, but of its set fields only); None for any other value."""
+    if isinstance(value, tuple):
+        fields = getattr(value, "_fields", None)
+        return tuple(fields) if isinstance(fields, tuple) else None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return tuple(field.name for field in dataclasses.fields(value))
     return None
 
 

@@ -108,11 +108,6 @@ def parameters_grad_name(kind: str, path: str, cls: str, count: int) -> str:
     return module_name(kind, path, cls, FORWARD, count).replace(f".{FORWARD}.", f".{PARAMETERS_GRAD}.")
 
 
-def is_parameters_grad(name: str) -> bool:
-    """A :func:`parameters_grad_name` entry: a module's gradients, not a call."""
-    return f".{PARAMETERS_GRAD}." in name
-
-
 def debug_names(name: str, count: int) -> tuple[str, str]:
     """The entries of the ``count``-th ``save(variable, name)`` of a step: ``{name}.{count}.debug`` and its
     gradient's ``{name}_grad.{count}.debug`` (docs/dump_format.md#debugjson)."""

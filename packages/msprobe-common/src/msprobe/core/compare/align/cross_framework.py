@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from msprobe.core.compare.align.framework_map import FrameworkMap, builtin
+from msprobe.core.compare.align.out_of_order import EntryPairs, pair_out_of_order
 from msprobe.core.compare.read import TOP_LAYER, CompareError, DumpFile, Row, UserMaps, read_construct
 from msprobe.core.lifecycle.naming import parse_name
 
@@ -182,27 +183,16 @@ class CrossFramework:
                 out.append((None, bench_name))
         return out
 
-    def pair_modules_out_of_order(self, pairs: list[tuple[str | None, str | None]]
-                                  ) -> list[tuple[str | None, str | None]]:
+    def pair_modules_out_of_order(self, pairs: EntryPairs) -> EntryPairs:
         """Pair one-sided module entries that an order-keeping alignment cannot: the two frameworks run
         module backward hooks in different orders (MindSpore reports a container's backward after its
         children's, PyTorch before). A module is identified by its path and class (in PyTorch's terms),
         direction and call order, which does not depend on where in the dump it was written."""
-        waiting: dict[tuple, list[int]] = {}
-        for index, (npu_name, bench_name) in enumerate(pairs):
-            if bench_name is None and npu_name is not None:
-                kind = self.kind("npu", npu_name)
-                if kind[0] == "module":
-                    waiting.setdefault(kind, []).append(index)
-        out: list[tuple[str | None, str | None] | None] = list(pairs)
-        for index, (npu_name, bench_name) in enumerate(pairs):
-            if npu_name is None and bench_name is not None:
-                slots = waiting.get(self.kind("bench", bench_name))
-                if slots:
-                    slot = slots.pop(0)
-                    out[slot] = (pairs[slot][0], bench_name)
-                    out[index] = None
-        return [pair for pair in out if pair is not None]
+        def module_kind(side: str, name: str) -> tuple | None:
+            kind = self.kind(side, name)
+            return kind if kind[0] == "module" else None
+
+        return pair_out_of_order(pairs, module_kind)
 
 
 def cross_framework(npu: DumpFile, bench: DumpFile, maps: UserMaps | None = None) -> CrossFramework | None:

@@ -4,9 +4,10 @@ msprobe 1.1.1 walked both dumps in lock step, so one extra API on either side sh
 row out of its match. Here the two entry sequences are aligned like a text diff (Myers' algorithm,
 fast when the runs mostly agree) on names and argument structure (after the ``-dm`` mapping), then
 inside each gap on looser keys (see :func:`align_entries`). Whatever stays unpaired is kept, so
-every entry of both sides appears in the report. A module's ``parameters_grad`` entry is no call: it is
-written when its gradients are ready, which another run (tensor parallel, another version) may reach
-earlier or later among its calls, so it pairs by name outside the alignment.
+every entry of both sides appears in the report. A module entry the alignment left one-sided because the two
+dumps wrote it in different orders (a ``parameters_grad`` entry is written when the gradients are ready, which a
+tensor-parallel run or another version reaches elsewhere among its calls) pairs by name afterwards
+(:mod:`.out_of_order`).
 
 A MindSpore dump against a PyTorch one goes through the same alignment with other keys
 (:class:`~.cross_framework.CrossFramework`).
@@ -20,8 +21,9 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from msprobe.core.compare.align.cross_framework import CrossFramework
+from msprobe.core.compare.align.out_of_order import pair_out_of_order
 from msprobe.core.compare.read import Row, structure
-from msprobe.core.lifecycle.naming import is_parameters_grad, parse_name
+from msprobe.core.lifecycle.naming import BACKWARD, MODULE_KINDS, parse_name
 
 _MAX_EDIT_DISTANCE = 4000  # beyond this the quadratic trace of Myers costs more than difflib
 
@@ -45,6 +47,13 @@ def without_wrappers(name: str) -> str:
     if not name.startswith("Cell.") or _WRAPPED not in name:
         return name
     return "Cell" + f".{name[5:]}".replace(_WRAPPED, "")
+
+
+def _direction(name: str) -> str | None:
+    try:
+        return parse_name(name).direction
+    except ValueError:
+        return None
 
 
 def count_free(name: str) -> str:
@@ -121,9 +130,10 @@ def align_entries(
     Passes, each run only inside the gaps the previous one left: name and argument structure; API
     kind (count-free name) and structure, which re-pairs calls whose count shifted; name alone,
     which pairs same-named calls whose shapes differ so the report can say so. ``fuzzy`` drops the
-    passes that look at counts. A cross-framework pair (``cross``) uses :meth:`CrossFramework.keys`
-    instead, which never look at counts; an NPU entry that ``mapping`` (``-dm``) names takes the keys
-    of the bench entry it is mapped to.
+    passes that look at counts. Module entries (``parameters_grad`` too) still one-sided on both sides
+    with the same name are then paired wherever each side wrote them (:mod:`.out_of_order`). A
+    cross-framework pair (``cross``) uses :meth:`CrossFramework.keys` instead, which never look at counts;
+    an NPU entry that ``mapping`` (``-dm``) names takes the keys of the bench entry it is mapped to.
     """
     mapping = mapping or {}
     if cross is not None:
@@ -144,26 +154,12 @@ def align_entries(
     ]
     if fuzzy:
         keys = [keys[1], lambda side, n: count_free(named(side, n))]
-    bench_grads = {named("bench", b): b for b in bench if is_parameters_grad(b)}
-    grads = {n: bench_grads[named("npu", n)] for n in npu if is_parameters_grad(n) and named("npu", n) in bench_grads}
-    paired_bench = set(grads.values())
-    aligned = _align([n for n in npu if n not in grads], [b for b in bench if b not in paired_bench], keys)
-    return _in_npu_order(aligned, list(npu), grads)
 
+    def module_entry(side: str, name: str) -> str | None:
+        own = named(side, name)
+        return own if own.split(".", 1)[0] in MODULE_KINDS else None
 
-def _in_npu_order(aligned: list[tuple[str | None, str | None]], npu_names: list[str],
-                  paired: dict[str, str]) -> list[tuple[str | None, str | None]]:
-    """``aligned`` with the pairs of ``paired`` (paired apart from it) put back where their NPU entry was."""
-    position = {name: index for index, name in enumerate(npu_names)}
-    waiting = sorted(paired, key=position.__getitem__)
-    result: list[tuple[str | None, str | None]] = []
-    for pair in aligned:
-        while waiting and pair[0] is not None and position[waiting[0]] < position[pair[0]]:
-            name = waiting.pop(0)
-            result.append((name, paired[name]))
-        result.append(pair)
-    result.extend((name, paired[name]) for name in waiting)
-    return result
+    return pair_out_of_order(_align(list(npu), list(bench), keys), module_entry)
 
 
 def _following(key: Callable[[str, str], Hashable], mapping: dict[str, str],
@@ -192,12 +188,16 @@ def _align(npu_names: list[str], bench_names: list[str], keys: list) -> list[tup
 
 
 def pair_rows(npu_rows: list[Row], bench_rows: list[Row], mapping: dict[str, str] | None = None,
-              cross: CrossFramework | None = None) -> list[RowPair]:
-    """Rows of two paired entries, matched by argument path (``input.0``), in NPU order.
+              cross: CrossFramework | None = None, entries: tuple[str | None, str | None] = (None, None),
+              ) -> list[RowPair]:
+    """Rows of two paired entries (named ``entries``, NPU and bench), matched by argument path (``input.0``), in
+    NPU order.
 
     ``mapping`` may map an NPU row name to a bench row name of the paired entry (``-dm``). In a
     cross-framework pair the MindSpore side's paths are first read in PyTorch's terms, and two rows
-    that :func:`not_the_same` proves different stay unpaired, each with the reason (``note``).
+    that :func:`not_the_same` proves different stay unpaired, each with the reason (``note``). In a backward
+    pair of one framework a gradient one side records as ``null`` and the other leaves out is no gradient on
+    either side (:func:`absent_gradients`).
     """
     mapping = mapping or {}
 
@@ -221,7 +221,26 @@ def pair_rows(npu_rows: list[Row], bench_rows: list[Row], mapping: dict[str, str
             if note:
                 notes[partner.suffix] = f"not paired with {row.name}: {note}"
     pairs.extend(RowPair(None, row, notes.get(row.suffix)) for row in bench_rows if row.suffix not in used)
-    return pairs
+    return absent_gradients(pairs, entries) if cross is None else pairs
+
+
+def absent_gradients(pairs: list[RowPair], entries: tuple[str | None, str | None]) -> list[RowPair]:
+    """``pairs`` of two backward entries with each one-sided ``null`` row paired with a ``null`` of the other
+    entry: msprobe 26.2.0 leaves out the gradients that did not flow, where ours and 1.1.1's write ``null``
+    (docs/compare.md#matching)."""
+    npu_entry, bench_entry = entries
+    if npu_entry is None or bench_entry is None or _direction(npu_entry) != BACKWARD:
+        return pairs
+    out = []
+    for pair in pairs:
+        row = pair.npu or pair.bench
+        if (pair.npu is None or pair.bench is None) and row.value is None and pair.note is None:
+            side = "bench" if pair.bench is None else "NPU"
+            stand_in = Row(bench_entry if pair.bench is None else npu_entry, row.suffix, row.part, None)
+            pair = RowPair(pair.npu or stand_in, pair.bench or stand_in,
+                           f"no gradient: the {side} dump leaves it out (msprobe 26.2.0), read as null")
+        out.append(pair)
+    return out
 
 
 _RANGE_MARGIN = 0.01  # of the largest magnitude: far above float32 rounding between two implementations
