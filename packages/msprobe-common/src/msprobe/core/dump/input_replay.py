@@ -58,8 +58,9 @@ class ModuleInputLoader:
     def is_tensor(self, value: Any) -> bool:
         raise NotImplementedError
 
-    def read_tensor(self, file: Path, like: Any) -> Any:
-        """A dumped tensor file as a tensor where ``like`` is (its device)."""
+    def read_tensor(self, file: Path, recorded: dict, like: Any) -> Any:
+        """A dumped tensor file as the tensor ``recorded`` (its dump.json record) describes, where ``like`` is
+        (its device)."""
         raise NotImplementedError
 
     def shape_dtype(self, tensor: Any) -> tuple[list[int], Any]:
@@ -149,7 +150,7 @@ class ModuleInputLoader:
         file = tensor_path(dump, recorded)
         if file is None:
             raise ValueError(f"load: {name} {where}: the dump at {self._load.path} saved no tensor file for it")
-        loaded = self.read_tensor(file, value)
+        loaded = self.read_tensor(file, recorded, value)
         (shape, dtype), (own_shape, own_dtype) = self.shape_dtype(loaded), self.shape_dtype(value)
         if shape != own_shape or dtype != own_dtype:
             raise LoadMismatch(f"load: {name} {where}: recorded shape {shape} dtype {dtype}, "

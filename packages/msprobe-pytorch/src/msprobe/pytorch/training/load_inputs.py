@@ -41,7 +41,7 @@ class TorchInputLoader(ModuleInputLoader):
     def is_tensor(self, value: Any) -> bool:
         return isinstance(value, torch.Tensor)
 
-    def read_tensor(self, file: Path, like: Any) -> Any:
+    def read_tensor(self, file: Path, recorded: dict, like: Any) -> Any:
         """``.pt`` through ``torch.load(weights_only=True)``, ``.npy`` through numpy."""
         if file.suffix == ".npy":
             return torch.from_numpy(np.load(file, allow_pickle=False)).to(like.device)
