@@ -6,6 +6,7 @@ loading its own inputs keeps its loss and the gradients from the loaded cell on 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -170,3 +171,13 @@ def test_a_bfloat16_input_is_loaded_as_bfloat16(tmp_path):
     fed = (x.astype(ms.float32).asnumpy().astype(np.float64) * 2 + 1)  # exact in bfloat16 for these values
     assert np.array_equal(observed.astype(ms.float32).asnumpy(), clean.astype(ms.float32).asnumpy())
     assert np.allclose(observed.astype(ms.float32).asnumpy(), fed * 3 + 1, rtol=1e-2)
+
+
+def test_load_is_refused_in_static_graph(clean, tmp_path):
+    source, _ = clean
+    config = tmp_path / "l2.json"
+    config.write_text(json.dumps({"task": "tensor", "level": "L2", "dump_path": str(tmp_path / "l2"),
+                                  "load": {"path": str(source), "modules": [LAYER]}}))
+    with pytest.raises(ConfigError, match=r"load: got '\{\.\.\.\}'; allowed: no load key at level L2") as caught:
+        PrecisionDebugger(config_path=str(config))
+    assert len(caught.value.problems) == 1
