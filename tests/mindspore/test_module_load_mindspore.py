@@ -50,7 +50,6 @@ def _run(model: ms.nn.Cell, debugger: PrecisionDebugger | None, ids: ms.Tensor) 
     return seen
 
 
-
 def _output_array(dump_path: Path) -> np.ndarray:
     record = dump_json.step_data(dump_path, 0)[LAYER]["output"][0]
     return np.load(dump_path / "step0" / "rank" / "dump_tensor_data" / record["data_name"]).astype(np.float64)

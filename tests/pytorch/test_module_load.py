@@ -63,7 +63,6 @@ def _perturbed() -> torch.nn.Module:
     return model
 
 
-
 def test_loaded_module_computes_the_clean_output(clean, tmp_path):
     source, expected = clean
     assert_load_cuts_off_upstream(PrecisionDebugger, lambda debugger: _run(_perturbed(), debugger, _ids()), source,
