@@ -9,6 +9,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pytest
+
 DATA = Path(__file__).parents[1] / "data"
 
 
@@ -59,3 +62,62 @@ def parameters_grad_records(data: dict, kind: str, modules: Iterable[tuple[str, 
         for member, param in own.items():
             (record,) = data[name][member]
             yield record, param
+
+
+def load_config(directory: Path, name: str, load: dict, task: str = "statistics") -> str:
+    """``directory/{name}.json``: an L0 config.json of ``task`` with the ``load`` key (module input replay)."""
+    return str(write_config(directory, name, task, "L0", {}, load=load))
+
+
+def assert_dumped_the_loaded_input(source: Path, dump_path: Path, name: str, read_array: Any) -> None:
+    """With ``dump_after_load``, the dump at ``dump_path`` records module ``name``'s first input as the tensor
+    file ``source`` recorded (``read_array``: that file as a numpy array): Max, Min, Mean in float64 numpy."""
+    recorded = step_data(source, 0)[name]["input_args"][0]
+    dumped = step_data(dump_path, 0)[name]["input_args"][0]
+    values = np.asarray(read_array(source / "step0" / "rank" / "dump_tensor_data" / recorded["data_name"]),
+                        dtype=np.float64)
+    for key, reduce in (("Max", np.max), ("Min", np.min), ("Mean", np.mean)):
+        assert dumped[key] == pytest.approx(float(reduce(values)), rel=1e-6, abs=1e-6)
+
+
+def assert_load_cuts_off_upstream(debugger_class: Any, run: Any, source: Path, expected: dict, directory: Path,
+                                  name: str, upstream: str, loaded: str) -> None:
+    """``load`` of module ``name`` from the clean dump ``source``: ``run(debugger)`` (a forward of the faulted
+    model returning float64 outputs by key; ``None``: bare) gives the clean ``expected[loaded]`` again while
+    ``upstream`` still runs faulted, and, with ``dump_after_load`` false, writes no dump."""
+    bare = run(None)
+    assert not np.array_equal(bare[loaded], expected[loaded])  # the upstream fault reaches it without load
+    debugger = debugger_class(config_path=load_config(directory, "load", {"path": str(source), "modules": [name]}))
+    observed = run(debugger)
+    debugger.finish()
+    assert not np.array_equal(observed[upstream], expected[upstream])  # the upstream module itself runs faulted
+    assert np.array_equal(observed[loaded], expected[loaded])  # on the recorded inputs: the clean output
+    assert not (directory / "load" / "step0").exists()  # dump_after_load defaults to false: nothing dumped
+
+
+def assert_mismatch_refused(debugger_class: Any, run: Any, source: Path, directory: Path, name: str,
+                            error: type, recorded: str, observed: str) -> None:
+    """``run(debugger)`` with inputs of another shape than ``source`` recorded for ``name``: refused in one line
+    naming the module, input 0 and both shapes."""
+    debugger = debugger_class(config_path=load_config(directory, "shape", {"path": str(source), "modules": [name]}))
+    with pytest.raises(error) as caught:
+        run(debugger)
+    debugger.finish()
+    message = str(caught.value)
+    assert "\n" not in message and name in message and "input 0" in message
+    assert recorded in message and observed in message
+
+
+def framed_step(debugger: Any, model: Any, forward: Any, hooks: Iterable[Any]) -> None:
+    """``forward()`` inside start/stop/step of ``debugger`` (None: bare); the test's own ``hooks`` are removed
+    afterwards, also when ``forward`` raises."""
+    try:
+        if debugger is not None:
+            debugger.start(model)
+        forward()
+        if debugger is not None:
+            debugger.stop()
+            debugger.step()
+    finally:
+        for hook in hooks:
+            hook.remove()

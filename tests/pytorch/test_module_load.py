@@ -5,13 +5,19 @@ configs are one-line errors."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from dump_json import step_data, write_config
+from dump_json import (
+    assert_dumped_the_loaded_input,
+    assert_load_cuts_off_upstream,
+    assert_mismatch_refused,
+    framed_step,
+    load_config,
+    write_config,
+)
 from zoo import ZOO
 
 from msprobe.core.config import ConfigError
@@ -36,17 +42,8 @@ def _run(model: torch.nn.Module, debugger: PrecisionDebugger | None, ids: torch.
     seen: dict[str, np.ndarray] = {}
     hooks = [model.transformer.h[i].register_forward_hook(
         lambda _m, _a, out, i=i: seen.__setitem__(f"h{i}", out[0].detach().double().numpy())) for i in (0, 1)]
-    try:
-        if debugger is not None:
-            debugger.start(model)
-        with torch.no_grad():
-            model(ids)
-        if debugger is not None:
-            debugger.stop()
-            debugger.step()
-    finally:
-        for hook in hooks:
-            hook.remove()
+    with torch.no_grad():
+        framed_step(debugger, model, lambda: model(ids), hooks)
     return seen
 
 
@@ -66,45 +63,25 @@ def _perturbed() -> torch.nn.Module:
     return model
 
 
-def _load_config(tmp_path: Path, name: str, load: dict, task: str = "statistics") -> str:
-    return str(write_config(tmp_path, name, task, "L0", {}, load=load))
-
-
 def test_loaded_module_computes_the_clean_output(clean, tmp_path):
     source, expected = clean
-    bare = _run(_perturbed(), None, _ids())
-    assert not np.array_equal(bare["h1"], expected["h1"])  # the upstream change reaches h.1 without load
-
-    debugger = PrecisionDebugger(config_path=_load_config(tmp_path, "load", {"path": str(source), "modules": [BLOCK]}))
-    observed = _run(_perturbed(), debugger, _ids())
-    debugger.finish()
-    assert not np.array_equal(observed["h0"], expected["h0"])  # h.0 itself still runs perturbed
-    assert np.array_equal(observed["h1"], expected["h1"])  # h.1 on the recorded inputs: the clean output
-    assert not (tmp_path / "load" / "step0").exists()  # dump_after_load defaults to false: nothing dumped
+    assert_load_cuts_off_upstream(PrecisionDebugger, lambda debugger: _run(_perturbed(), debugger, _ids()), source,
+                                  expected, tmp_path, BLOCK, upstream="h0", loaded="h1")
 
 
 def test_dump_after_load_records_the_loaded_inputs(clean, tmp_path):
     source, _ = clean
     load = {"path": str(source), "modules": [BLOCK], "dump_after_load": True}
-    debugger = PrecisionDebugger(config_path=_load_config(tmp_path, "after", load))
+    debugger = PrecisionDebugger(config_path=load_config(tmp_path, "after", load))
     _run(_perturbed(), debugger, _ids())
     debugger.finish()
-    recorded = json.loads((source / "step0" / "rank" / "dump.json").read_text())["data"][BLOCK]["input_args"][0]
-    dumped = step_data(tmp_path / "after", 0)[BLOCK]["input_args"][0]
-    hidden = torch.load(source / "step0" / "rank" / "dump_tensor_data" / recorded["data_name"]).double().numpy()
-    for key, reduce in (("Max", np.max), ("Min", np.min), ("Mean", np.mean)):
-        assert dumped[key] == pytest.approx(float(reduce(hidden)), rel=1e-6, abs=1e-6)
+    assert_dumped_the_loaded_input(source, tmp_path / "after", BLOCK, lambda file: torch.load(file).double().numpy())
 
 
 def test_a_shape_mismatch_is_refused_in_one_line(clean, tmp_path):
     source, _ = clean
-    debugger = PrecisionDebugger(config_path=_load_config(tmp_path, "shape", {"path": str(source), "modules": [BLOCK]}))
-    with pytest.raises(LoadMismatch) as caught:
-        _run(_perturbed(), debugger, _ids(length=8))
-    debugger.finish()
-    message = str(caught.value)
-    assert "\n" not in message and BLOCK in message and "input 0" in message
-    assert "[2, 12, 32]" in message and "[2, 8, 32]" in message
+    assert_mismatch_refused(PrecisionDebugger, lambda debugger: _run(_perturbed(), debugger, _ids(length=8)), source,
+                            tmp_path, BLOCK, LoadMismatch, "[2, 12, 32]", "[2, 8, 32]")
 
 
 @pytest.mark.parametrize(("load", "expected"), [
@@ -118,7 +95,7 @@ def test_bad_load_configs_fail_at_construction(clean, tmp_path, load, expected):
     source, _ = clean
     load = {key: str(source) if value == "SOURCE" else value for key, value in load.items()}
     with pytest.raises(ConfigError, match=expected.replace("[", r"\[").replace("]", r"\]")):
-        PrecisionDebugger(config_path=_load_config(tmp_path, "bad", load))
+        PrecisionDebugger(config_path=load_config(tmp_path, "bad", load))
 
 
 def test_a_statistics_dump_cannot_be_loaded(tmp_path):
@@ -126,14 +103,14 @@ def test_a_statistics_dump_cannot_be_loaded(tmp_path):
     _run(_model(), debugger, _ids())
     debugger.finish()
     with pytest.raises(ConfigError, match="task tensor"):
-        PrecisionDebugger(config_path=_load_config(tmp_path, "x", {"path": str(tmp_path / "stats"),
+        PrecisionDebugger(config_path=load_config(tmp_path, "x", {"path": str(tmp_path / "stats"),
                                                                    "modules": [BLOCK]}))
 
 
 def test_backward_runs_through_the_loaded_module_and_stops_there(clean, tmp_path):
     source, _ = clean
     model = _perturbed().train()
-    debugger = PrecisionDebugger(config_path=_load_config(tmp_path, "grad", {"path": str(source), "modules": [BLOCK]}))
+    debugger = PrecisionDebugger(config_path=load_config(tmp_path, "grad", {"path": str(source), "modules": [BLOCK]}))
     debugger.start(model)
     model(_ids(), labels=_ids()).loss.backward()
     debugger.stop()
@@ -165,7 +142,7 @@ def test_a_26_2_0_tensor_dump_is_loaded(tmp_path):
     x, expected = torch.load(UP262 / "x.pt"), torch.load(UP262 / "y.pt").double().numpy()
     assert not np.array_equal(net(x).detach().double().numpy(), expected)
     load = {"path": str(UP262 / "dump"), "modules": ["Module.b.Linear.forward.0"]}
-    debugger = PrecisionDebugger(config_path=_load_config(tmp_path, "up", load))
+    debugger = PrecisionDebugger(config_path=load_config(tmp_path, "up", load))
     debugger.start(net)
     observed = net(x).detach().double().numpy()
     debugger.stop()

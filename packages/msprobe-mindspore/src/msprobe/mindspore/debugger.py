@@ -7,6 +7,7 @@ from typing import Any
 
 from msprobe.core.lifecycle.debugger import BaseDebugger
 from msprobe.mindspore.kit import MindSporeKit
+from msprobe.mindspore.load_inputs import MindSporeInputLoader
 
 
 class PrecisionDebugger(BaseDebugger):
@@ -14,6 +15,7 @@ class PrecisionDebugger(BaseDebugger):
     ``start(model)`` takes an ``nn.Cell``."""
 
     kit_class = MindSporeKit
+    input_loader_class = MindSporeInputLoader
 
     def monitor(self, optimizer: Any) -> None:
         """task grad_probe: record each selected parameter's gradient at every optimizer step."""

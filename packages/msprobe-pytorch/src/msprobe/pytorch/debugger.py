@@ -13,7 +13,7 @@ from msprobe.core.services.handles import Handle
 from msprobe.pytorch.kit import TorchKit
 from msprobe.pytorch.rank import current_rank
 from msprobe.pytorch.training.dataloader import install_dataloader_steps
-from msprobe.pytorch.training.load_inputs import ModuleInputLoader
+from msprobe.pytorch.training.load_inputs import TorchInputLoader
 
 
 class PrecisionDebugger(BaseDebugger):
@@ -23,39 +23,20 @@ class PrecisionDebugger(BaseDebugger):
     """
 
     kit_class = TorchKit
+    input_loader_class = TorchInputLoader
 
     def _setup(self, config: DebuggerConfig) -> None:
         self._ranks_checked = False
         self._dataloader_steps = install_dataloader_steps(self) if config.enable_dataloader else Handle()
-        self._loader = ModuleInputLoader(config.load) if config.load is not None else None
-        # load without dump_after_load only feeds inputs: nothing is collected (26.2.0's load-only mode)
-        self._collects = config.load is None or config.load.dump_after_load
 
     def start(self, model: Any = None, *, scheduled_tokens: Any = None) -> None:
         if not self._ranks_checked and current_rank() is not None:
             warn_unknown_ranks(self.config, torch.distributed.get_world_size())
             self._ranks_checked = True
-        if self._loader is not None:
-            self._loader.start(model if model is not None else self.model, current_rank())
-        if self._collects:
-            super().start(model, scheduled_tokens=scheduled_tokens)
-
-    def stop(self) -> None:
-        if self._loader is not None:
-            self._loader.stop()
-        if self._collects:
-            super().stop()
-
-    def step(self) -> None:
-        if self._loader is not None:
-            self._loader.step()
-        if self._collects:
-            super().step()
+        super().start(model, scheduled_tokens=scheduled_tokens)
 
     def _finished(self) -> None:
         self._dataloader_steps.remove()
-        if self._loader is not None:
-            self._loader.stop()
         super()._finished()
 
     def record_ddp_buckets(self, ddp_model: torch.nn.parallel.DistributedDataParallel) -> None:

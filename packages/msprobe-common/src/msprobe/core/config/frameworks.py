@@ -37,7 +37,7 @@ PYTORCH = Capabilities(
 )
 MINDSPORE = Capabilities(
     name="mindspore", display="MindSpore", overflow_levels=("L0", "L1", "L2"), static_graph_l2=True,
-    commands=("run_ut",), overflow_check_modes=True,
+    commands=("run_ut",), module_load=True, overflow_check_modes=True,
 )
 
 _FRAMEWORKS: dict[str, Capabilities] = {c.name: c for c in (PYTORCH, MINDSPORE)}

@@ -128,6 +128,9 @@ def build_config(
     if raw.get("load") is not None and not capabilities.module_load:
         load_problems = [Problem("load", "{...}", "no load key: module input replay is "
                                  f"{names_with(lambda c: c.module_load)} only")]
+    elif raw.get("load") is not None and capabilities.static_graph_l2 and level == "L2":
+        load_problems = [Problem("load", "{...}", f"no load key at level L2 ({capabilities.display} static graph "
+                                 "has no cell call to feed; load runs at levels L0, L1 and mix)")]
 
     warn_unused_keys(raw, task)
     if enable_dataloader and capabilities.dataloader_steps:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from msprobe.core.config import ConfigError, DebuggerConfig, Problem, load_debugger_config
+from msprobe.core.config.model import ModuleLoad
 from msprobe.core.contract import FrameworkKit, Runner
 from msprobe.core.lifecycle.custom_apis import CUSTOM_APIS
 from msprobe.core.lifecycle.layout import DumpPathBusy, DumpPathHold, hold_dump_path, launcher_rank, rank_dir_name
@@ -48,9 +49,11 @@ def hold_for(config: DebuggerConfig, rank_lookup: Callable[[], int | None] | Non
 
 class BaseDebugger:
     """A framework subclass sets ``kit_class`` (its :class:`~msprobe.core.contract.FrameworkKit`) and adds
-    what only its users call (``monitor``)."""
+    what only its users call (``monitor``); with ``input_loader_class`` (its half of
+    :class:`~msprobe.core.dump.input_replay.ModuleInputLoader`) it runs the ``load`` key."""
 
     kit_class: Callable[[], FrameworkKit]
+    input_loader_class: Callable[[ModuleLoad], Any] | None = None  # frameworks with Capabilities.module_load
     _active: BaseDebugger | None = None
 
     def __new__(
@@ -83,6 +86,9 @@ class BaseDebugger:
             debugger._hold = hold
             CUSTOM_APIS.namespaces = config.custom_op_namespaces
             debugger._runner = task_named(config.task).build(config, kit, debugger._finished)
+            debugger._loader = None if config.load is None else cls.input_loader_class(config.load)
+            # load without dump_after_load only feeds inputs: nothing is collected (26.2.0's load-only mode)
+            debugger._collects = config.load is None or config.load.dump_after_load
             debugger._setup(config)
         except BaseException:
             hold.release()
@@ -93,6 +99,8 @@ class BaseDebugger:
     config: DebuggerConfig
     kit: FrameworkKit
     _runner: Runner
+    _loader: Any  # the input_loader_class of the load key, or None
+    _collects: bool
     _hold: DumpPathHold | None
 
     @classmethod
@@ -129,6 +137,8 @@ class BaseDebugger:
 
     def _finished(self) -> None:
         """The runner removed its hooks: undo what collection changed and leave the dump_path."""
+        if self._loader is not None:
+            self._loader.stop()
         self.kit.restore()
         self._release_hold()
 
@@ -138,7 +148,11 @@ class BaseDebugger:
         serving batch's requests, each with the rows it holds along dim 0, in order (``{"req-7": 1, ...}``);
         with ``request_id`` configured, only that request's rows are dumped, and a batch without it is not
         (docs/pytorch/inference.md). Keyword-only: msprobe 26.2.0's second parameter is another one."""
-        self._runner.start(model if model is not None else self.model, scheduled_tokens=scheduled_tokens)
+        model = model if model is not None else self.model
+        if self._loader is not None:
+            self._loader.start(model, self.kit.current_rank())
+        if self._collects:
+            self._runner.start(model, scheduled_tokens=scheduled_tokens)
 
     @contextmanager
     def batch(self, model: Any = None, *, scheduled_tokens: Mapping[str, int] | None = None) -> Iterator[None]:
@@ -153,11 +167,17 @@ class BaseDebugger:
 
     def stop(self) -> None:
         """Turn collection off; this step's files are complete on disk when this returns."""
-        self._runner.stop()
+        if self._loader is not None:
+            self._loader.stop()
+        if self._collects:
+            self._runner.stop()
 
     def step(self) -> None:
         """Move to the next step: call counters restart at 0."""
-        self._runner.step()
+        if self._loader is not None:
+            self._loader.step()
+        if self._collects:
+            self._runner.step()
 
     def forward_backward_dump_end(self) -> None:
         """Stop API collection for the rest of this step (the optimizer is not collected)."""
