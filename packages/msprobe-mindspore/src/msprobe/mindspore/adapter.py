@@ -54,15 +54,33 @@ class MindSporeTensorAdapter(StatsAdapterBase):
         self._on_host: bool | None = None  # MindSpore computes on the CPU; asked at the first tensor
 
     def describe(self, tensor: mindspore.Tensor) -> TensorRecord:
-        return TensorRecord(self.type_name, str(tensor.dtype), tuple(tensor.shape))
+        seen = reads.seen(tensor)
+        return TensorRecord(self.type_name, seen.dtype_name, seen.shape)
+
+    def capture(self, tensor: mindspore.Tensor, remember: bool = False) -> tuple[TensorRecord, Any]:
+        """The record and statistics from one read of the tensor's metadata (:func:`reads.seen`); a tensor a
+        recorded call produced (``remember``) keeps its statistics handle there, and the next call that
+        takes it as input shares it (both would read the same values at the same settle)."""
+        seen = reads.seen(tensor)
+        record = TensorRecord(self.type_name, seen.dtype_name, seen.shape)
+        if seen.stats is not None:
+            return record, seen.stats
+        stats = self._stats(tensor, seen.dtype)
+        if remember:
+            seen.stats = stats
+        return record, stats
 
     def stats(self, tensor: mindspore.Tensor) -> StatsHandle | DeviceCopy | reads.PendingRead | TensorStats:
+        return self._stats(tensor, reads.seen(tensor).dtype)
+
+    def _stats(self, tensor: mindspore.Tensor, dtype: mindspore.dtype.Type
+               ) -> StatsHandle | DeviceCopy | reads.PendingRead | TensorStats:
         if self._on_host is None:
             # Once: by the first tensor MindSpore's device is fixed, and asking costs ≈ 16 µs, as much as
             # the statistics of a small tensor (it was asked for every tensor).
             self._on_host = mindspore.get_context("device_target") == "CPU"
         if self._on_host:
-            if tensor.dtype == mindspore.bfloat16:
+            if dtype == mindspore.bfloat16:
                 tensor = tensor.astype(mindspore.float32)  # numpy has no bfloat16; exact widening
             return reads.note(tensor)
         return device_stats(tensor)

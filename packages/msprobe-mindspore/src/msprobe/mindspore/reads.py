@@ -14,6 +14,10 @@ machine and 1–9 ms per wait on a loaded one (the pipeline's thread must be sch
 capture is on, on the CPU, operators run synchronously (:func:`synchronous_capture`): the same kernels in the
 same order, so the same numbers, and every one of those reads is then immediate
 (docs/performance.md#round-7-2026-12-05-the-same-tiny-ops-in-both-frameworks).
+
+A tensor's dtype and shape are read once while it is in use (:func:`seen`): one call's output is the next
+call's input, and its record, its statistics and the backward capture all ask for them (each read goes
+through MindSpore's C++ tensor; docs/performance.md#round-8-2026-12-06-metadata-read-once-output-hooks-on-nodes).
 """
 
 from __future__ import annotations
@@ -54,6 +58,39 @@ _pending: list[PendingRead] = []
 _pending_bytes = 0
 
 
+class Seen:
+    """One tensor's ``dtype`` and ``shape`` as read once, and the statistics handle of a tensor a recorded
+    call produced (``stats``: reused when the next call takes it as input, as it is read at the same
+    :func:`settle`)."""
+
+    __slots__ = ("tensor", "dtype", "dtype_name", "shape", "stats")
+
+    def __init__(self, tensor: mindspore.Tensor) -> None:
+        self.tensor = tensor  # held: the key is its id
+        self.dtype = tensor.dtype
+        self.dtype_name = str(self.dtype)
+        self.shape = tuple(tensor.shape)
+        self.stats: Any = None
+
+
+# The tensors seen last, by id: a call's inputs and outputs and the next call's (a bounded few, so no tensor
+# is kept alive for long). Emptied at every settle, which comes before anything changes a tensor in place.
+_seen: dict[int, Seen] = {}
+_SEEN_MAX = 8
+
+
+def seen(tensor: mindspore.Tensor) -> Seen:
+    """``tensor``'s dtype and shape, read at its first sight since the last :func:`settle`."""
+    entry = _seen.get(id(tensor))
+    if entry is not None and entry.tensor is tensor:
+        return entry
+    entry = Seen(tensor)
+    if len(_seen) >= _SEEN_MAX:
+        del _seen[next(iter(_seen))]  # the oldest
+    _seen[id(tensor)] = entry
+    return entry
+
+
 def note(tensor: mindspore.Tensor, reduce: Callable[[np.ndarray], Any] = host_stats) -> PendingRead:
     """A read of ``tensor`` to make at the next :func:`settle`, handed to ``reduce``."""
     global _pending_bytes
@@ -73,6 +110,7 @@ def settle() -> None:
     does), and the error goes to the user's code that is running now, as MindSpore would have raised it at
     the user's next read."""
     global _pending_bytes
+    _seen.clear()  # what is seen after this may have been changed in place
     reads = _pending[::-1]
     _pending.clear()
     _pending_bytes = 0

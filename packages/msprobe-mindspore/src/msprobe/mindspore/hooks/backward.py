@@ -14,10 +14,12 @@ from typing import Any
 
 import mindspore
 from mindspore import ops
+from mindspore.common import dtype as mstype
 from msprobe.core.contract import Call
 from msprobe.core.lifecycle import gradients
 from msprobe.core.lifecycle.gradients import Emit
 from msprobe.core.services.log import logger
+from msprobe.mindspore import reads
 from msprobe.mindspore.private_api import _pynative_executor
 
 _add = ops.add  # taken at import, before msprobe's own API patches can replace it
@@ -62,8 +64,11 @@ class grad_recording_off(grad_recording_as):
         super().__init__(False)
 
 
+_DIFFERENTIABLE = frozenset(mstype.float_type + mstype.complex_type)  # is_floating_point or is_complex
+
+
 def _is_differentiable(value: Any) -> bool:
-    return isinstance(value, mindspore.Tensor) and (value.is_floating_point() or value.is_complex())
+    return isinstance(value, mindspore.Tensor) and reads.seen(value).dtype in _DIFFERENTIABLE
 
 
 class TensorSlots:
@@ -167,7 +172,7 @@ class BackwardCapture(gradients.GradientCapture):
         for index, out in enumerate(outputs):
             node = out._grad_node
             if node is not None and not node.is_leaf():
-                out.register_hook(_OutputHook(self, index))
+                node.register_prehook(_OutputHook(self, index, out._output_index))
                 roots.append(node)
         self._hooked_outputs = len(roots)
         if self._slots_of:
@@ -208,18 +213,24 @@ class BackwardCapture(gradients.GradientCapture):
 
 
 class _OutputHook:
-    """The hook on output ``index`` of a call; it hands the gradient on unchanged (a MindSpore tensor
-    hook must return one)."""
+    """The pre-hook, on the gradient node that made output ``index`` of a call, that takes the gradient
+    flowing into that output (``slot`` among the node's outputs; None where none flowed) before the node
+    runs, where a tensor hook would have had it. A node hook is a Python dict entry; a tensor hook
+    (``Tensor.register_hook``) goes through PyNative's gradient pipeline and cost ≈ 0.4 ms per call on a
+    loaded machine (docs/performance.md#round-8-2026-12-06-metadata-read-once-output-hooks-on-nodes). It
+    returns None: the gradients flow on unchanged."""
 
-    __slots__ = ("_capture", "_index")
+    __slots__ = ("_capture", "_index", "_slot")
 
-    def __init__(self, capture: BackwardCapture, index: int) -> None:
+    def __init__(self, capture: BackwardCapture, index: int, slot: int) -> None:
         self._capture = capture
         self._index = index
+        self._slot = slot
 
-    def __call__(self, grad: mindspore.Tensor) -> mindspore.Tensor:
-        self._capture.output_arrived(self._index, grad)
-        return grad
+    def __call__(self, grad_outputs: tuple) -> None:
+        grad = grad_outputs[self._slot] if self._slot < len(grad_outputs) else None
+        if grad is not None:
+            self._capture.output_arrived(self._index, grad)
 
 
 def _input_edges(inputs: list) -> tuple[dict[tuple[int, int], list[int]], int]:
