@@ -80,11 +80,3 @@ def test_a_registered_function_is_an_api(debugger, tmp_path):
     expected = np.tanh(gate) * up  # float64 numpy reference
     for key, reduce in (("Max", np.max), ("Min", np.min), ("Mean", np.mean)):
         assert entry["output"][0][key] == pytest.approx(float(reduce(expected)), rel=1e-5, abs=1e-6)
-
-
-def test_load_is_refused_on_mindspore(tmp_path):
-    from msprobe.core.config import ConfigError
-
-    config = write_config(tmp_path, "l", "statistics", "L0", {}, load={"path": str(tmp_path), "modules": []})
-    with pytest.raises(ConfigError, match="load: got '{...}'; allowed: no load key: module input replay is PyTorch"):
-        PrecisionDebugger(config_path=str(config))
