@@ -5,7 +5,9 @@ tables from it: ``tb_config`` (one row: build or compare, the task, tool tips, c
 ``tb_nodes`` (one row per node of each side, rank and step, in the tree's order, its arguments as JSON) and
 ``tb_stack`` (the distinct stacks, which nodes name by id). The plugin takes the first ``.vis.db`` of a directory
 only, so every graph of the run (each rank and step, both sides of a compare) goes into one file. The rows are
-made from the same ``.vis`` document as the ``.vis`` file (:mod:`.vis`), so both say the same.
+made from the same ``.vis`` document as the ``.vis`` file (:mod:`.vis`), so both say the same, but for one naming
+rule of 26.2.0's: a ``parameters_grad`` node's rows are named by parameter (``...parameters_grad.0.weight``), not
+by the compare's row name (``...parameters_grad.0.weight.0``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+from msprobe.core.lifecycle.naming import PARAMETERS_GRAD
 from msprobe.core.services.fileio import PendingFile
 
 _TEXT_KEY, _TEXT_NN, _INT_NN, _TEXT, _INT = "TEXT PRIMARY KEY", "TEXT NOT NULL", "INTEGER NOT NULL", "TEXT", "INTEGER"
@@ -89,7 +92,8 @@ class VisDb:
                 "" if node["upnode"] == "None" else node["upnode"],
                 json.dumps(node["subnodes"]) if node["subnodes"] else "", data.get("precision_index"),
                 data.get("overflow_level"), node.get("micro_step_id") or 0, json.dumps(node["matched_node_link"]),
-                stack_id, "", "{}", 0, json.dumps(node["input_data"]), json.dumps(node["output_data"]), source,
+                stack_id, "", "{}", 0, json.dumps(_rows_26(name, node["input_data"])), json.dumps(node["output_data"]),
+                source,
                 graph.get("dump_data_dir"), step, rank, int(name.startswith("Distributed")),
             ))
         self._connection.executemany(_insert("tb_nodes", NODE_COLUMNS), rows)
@@ -109,3 +113,12 @@ class VisDb:
     def discard(self) -> None:
         self._connection.close()
         self._pending.discard()
+
+
+def _rows_26(name: str, rows: dict) -> dict:
+    """A node's argument rows under 26.2.0's names: a ``parameters_grad`` entry's ``{parameter}.0`` (a
+    parameter has one gradient) as ``{parameter}``; any other node's as they are."""
+    if f".{PARAMETERS_GRAD}." not in name:
+        return rows
+    return {key.removesuffix(".0") if f"{key.removesuffix('.0')}.1" not in rows else key: value
+            for key, value in rows.items()}
