@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from msprobe.core.compare.judge import stack_of
-from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, MODULE_KINDS, PARAMETERS_GRAD, parse_name
+from msprobe.core.lifecycle.naming import BACKWARD, FORWARD, MODULE_KINDS, PARAMETERS_GRAD, direction_of, parse_name
 
 ROOT = "DefaultModel"
 APIS_BETWEEN_MODULES = "Apis_Between_Modules"
@@ -84,13 +84,6 @@ def _twin(name: str, direction: str) -> str | None:
         return None
 
 
-def _direction(name: str) -> str | None:
-    try:
-        return parse_name(name).direction
-    except ValueError:
-        return None
-
-
 _PARAMETERS_GRAD = f".{PARAMETERS_GRAD}."
 
 
@@ -139,7 +132,7 @@ def _construct_parents(names: list[str], construct: dict[str, str | None]) -> di
         module, grads, count = name.rpartition(_PARAMETERS_GRAD)
         if not parents[name] and grads and f"{module}.backward.{count}" in present:
             parents[name] = f"{module}.backward.{count}"
-        if parents[name] or _direction(name) != BACKWARD:
+        if parents[name] or direction_of(name) != BACKWARD:
             continue
         forward = _twin(name, FORWARD)
         forward_parent = construct.get(forward) if forward else None
@@ -162,7 +155,7 @@ def _stack_parents(names: list[str], stacks: dict[str, list[str]]) -> dict[str, 
     counts: dict[str, int] = {}
     group_of: dict[str, str | None] = {}
     for name in names:
-        if _direction(name) == BACKWARD:
+        if direction_of(name) == BACKWARD:
             continue
         frames = list(reversed(stacks.get(name) or []))  # outermost first
         wanted: list[tuple[tuple, str, str]] = []
@@ -184,7 +177,7 @@ def _stack_parents(names: list[str], stacks: dict[str, list[str]]) -> dict[str, 
             open_groups.append((identity, group))
         parents[name] = group_of[name] = open_groups[-1][1] if open_groups else None
     for name in names:
-        if _direction(name) != BACKWARD:
+        if direction_of(name) != BACKWARD:
             continue
         forward = _twin(name, FORWARD)
         group = group_of.get(forward) if forward else None

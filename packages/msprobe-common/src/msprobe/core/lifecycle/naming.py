@@ -161,6 +161,15 @@ def parse_name(name: str) -> EntryName:
     )
 
 
+def direction_of(name: str) -> str | None:
+    """``forward`` or ``backward`` for an entry name, None for a name of neither shape (a parameters_grad or
+    debug entry, a group of the graph)."""
+    try:
+        return parse_name(name).direction
+    except ValueError:
+        return None
+
+
 @functools.lru_cache(maxsize=65536, typed=True)  # parsed and rebuilt up to 3 times per recorded call otherwise
 def backward_name(forward_name: str) -> str:
     """The backward entry name of a forward entry name."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from msprobe.core.compare.align.cross_framework import CrossFramework
 from msprobe.core.compare.align.out_of_order import pair_out_of_order
 from msprobe.core.compare.read import Row, structure
-from msprobe.core.lifecycle.naming import BACKWARD, MODULE_KINDS, parse_name
+from msprobe.core.lifecycle.naming import BACKWARD, MODULE_KINDS, direction_of, parse_name
 
 _MAX_EDIT_DISTANCE = 4000  # beyond this the quadratic trace of Myers costs more than difflib
 
@@ -47,13 +47,6 @@ def without_wrappers(name: str) -> str:
     if not name.startswith("Cell.") or _WRAPPED not in name:
         return name
     return "Cell" + f".{name[5:]}".replace(_WRAPPED, "")
-
-
-def _direction(name: str) -> str | None:
-    try:
-        return parse_name(name).direction
-    except ValueError:
-        return None
 
 
 def count_free(name: str) -> str:
@@ -229,7 +222,7 @@ def absent_gradients(pairs: list[RowPair], entries: tuple[str | None, str | None
     entry: msprobe 26.2.0 leaves out the gradients that did not flow, where ours and 1.1.1's write ``null``
     (docs/compare.md#matching)."""
     npu_entry, bench_entry = entries
-    if npu_entry is None or bench_entry is None or _direction(npu_entry) != BACKWARD:
+    if npu_entry is None or bench_entry is None or direction_of(npu_entry) != BACKWARD:
         return pairs
     out = []
     for pair in pairs:
