@@ -63,11 +63,15 @@ class _Histories:
     def __init__(self, window: int) -> None:
         self.window = window
         self.slots: dict[tuple, int] = {}
+        self.last: tuple[list[tuple], np.ndarray] = ([], np.zeros(0, dtype=np.int64))  # the last step's keys, slots
         self.values = np.zeros((0, window))
         self.count = np.zeros(0, dtype=np.int64)
         self.next = np.zeros(0, dtype=np.int64)
 
     def slots_of(self, keys: list[tuple]) -> np.ndarray:
+        """Each key's slot (a new key gets one). A step usually has the rows of the step before, in its order."""
+        if keys == self.last[0]:
+            return self.last[1]
         slots = self.slots
         for key in keys:
             if key not in slots:
@@ -77,7 +81,8 @@ class _Histories:
             self.values = np.vstack([self.values, np.zeros((grow, self.window))])
             self.count = np.concatenate([self.count, np.zeros(grow, dtype=np.int64)])
             self.next = np.concatenate([self.next, np.zeros(grow, dtype=np.int64)])
-        return np.fromiter((slots[key] for key in keys), dtype=np.int64, count=len(keys))
+        self.last = (keys, np.fromiter((slots[key] for key in keys), dtype=np.int64, count=len(keys)))
+        return self.last[1]
 
     def record(self, slots: np.ndarray, values: np.ndarray) -> None:
         """Append |value| of the finite values (a metric appears once per step: its slots are distinct)."""
@@ -111,7 +116,7 @@ class AlertTracker:
         if not rows:
             return None
         table = np.array([row.values for row in rows], dtype=np.float64)
-        keys = [(row.group, row.target, row.vpp_stage) for row in rows]
+        keys = [(row.group, row.name, row.micro_step, row.vpp_stage) for row in rows]
         columns = {op: index for index, op in enumerate(metrics.ops)}
         fired: list[tuple[int, int, str, AlertRule, float | None]] = []  # (row, watch, op, rule, mean)
         watches = [(number, rule, op) for number, rule in enumerate(self.rules) for op in rule.ops if op in columns]

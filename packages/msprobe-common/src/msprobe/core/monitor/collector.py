@@ -8,10 +8,10 @@ transfer and builds the rows the writers and alert rules read, in execution orde
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -21,9 +21,9 @@ from msprobe.core.monitor.records import MetricRow
 logger = logging.getLogger("msprobe")
 
 
-@dataclass(frozen=True)
-class Pending:
-    """Where a tensor's reductions will be in the step's transfer, and what the host needs to finish them."""
+class Pending(NamedTuple):
+    """Where a tensor's reductions will be in the step's transfer, and what the host needs to finish them.
+    (A named tuple, like :class:`Queued`: hooks make one per tensor, and a frozen dataclass costs 3x as much.)"""
 
     index: int
     numel: int
@@ -31,11 +31,17 @@ class Pending:
     dtype: str
 
 
-def labelled(name: str, tag: str, tensors: list[Any]) -> list[tuple[str, Any]]:
+@functools.lru_cache(maxsize=65536)  # the same few names every step: built once, not per hook call
+def labels(name: str, tag: str, count: int) -> tuple[str, ...]:
     """Upstream's names: ``fc1.input`` for one tensor, ``fc1.input_0``, ``fc1.input_1``... for several."""
-    if len(tensors) == 1:
-        return [(f"{name}.{tag}", tensors[0])]
-    return [(f"{name}.{tag}_{index}", tensor) for index, tensor in enumerate(tensors)]
+    if count == 1:
+        return (f"{name}.{tag}",)
+    return tuple(f"{name}.{tag}_{index}" for index in range(count))
+
+
+def labelled(name: str, tag: str, tensors: list[Any]) -> list[tuple[str, Any]]:
+    """``tensors`` with their :func:`labels`."""
+    return list(zip(labels(name, tag, len(tensors)), tensors))
 
 
 class ReductionBuffer(Protocol):
@@ -46,8 +52,7 @@ class ReductionBuffer(Protocol):
     def transfer(self) -> np.ndarray: ...
 
 
-@dataclass(frozen=True)
-class Queued:
+class Queued(NamedTuple):
     group: str
     name: str
     micro_step: int | None
@@ -72,12 +77,16 @@ class StepCollector:
         checkpointed region get gradient hooks twice (first pass and recomputation), and both fire. ``reuse``
         False: reduce the tensors again even if seen before (a collective writes its result in place without
         a new tensor version)."""
-        named = [(name, t) for name, t in named if (group, name, micro_step, vpp) not in self.keys]
-        if not named:
+        keys, fresh = self.keys, []
+        for name, tensor in named:
+            key = (group, name, micro_step, vpp)
+            if key not in keys:
+                keys.add(key)
+                fresh.append((name, tensor))
+        if not fresh:
             return
-        self.keys.update((group, name, micro_step, vpp) for name, _ in named)
-        places = self.buffer.add([tensor for _, tensor in named], reuse)
-        self.queued.extend(Queued(group, name, micro_step, place, vpp) for (name, _), place in zip(named, places))
+        places = self.buffer.add([tensor for _, tensor in fresh], reuse)
+        self.queued.extend(Queued(group, name, micro_step, place, vpp) for (name, _), place in zip(fresh, places))
 
     def add_reduced(self, group: str, names: list[str], block: Any, shape: tuple[int, ...], dtype: str,
                     micro_step: int | None, vpp: int = 0) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # The metric groups, with upstream's file prefixes. Activation groups carry a micro-step.
 ACTV, ACTV_GRAD = "actv", "actv_grad"
@@ -17,10 +18,10 @@ GROUPS = (ACTV, ACTV_GRAD, GRAD_UNREDUCED, GRAD_REDUCED, EXP_AVG, EXP_AVG_SQ, PA
 MICRO_STEP_GROUPS = (ACTV, ACTV_GRAD, EXPERT_LOAD, ROUTER_ENTROPY)
 
 
-@dataclass(frozen=True)
-class MetricRow:
+class MetricRow(NamedTuple):
     """One tensor's values of the configured ops. ``order`` is its place in the step's execution
-    (forward hooks, then backward, then the optimizer's), which alerts use to name the first jump."""
+    (forward hooks, then backward, then the optimizer's), which alerts use to name the first jump.
+    (A named tuple: a step makes hundreds.)"""
 
     group: str
     name: str

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import os
 import sqlite3
 from collections import defaultdict
@@ -46,35 +47,53 @@ def _append_handle(path: str) -> TextIO:
     return os.fdopen(os.open(path, flags, FILE_MODE), "a", newline="", encoding="utf-8")
 
 
+def _csv_fields(fields: list) -> str:
+    """``fields`` as one CSV line without its end, quoted where the format needs it (a name with a comma)."""
+    text = io.StringIO()
+    csv.writer(text, lineterminator="").writerow(fields)
+    return text.getvalue()
+
+
 class CsvWriter:
     def __init__(self, directory: Path, ndigits: int, steps_per_file: int) -> None:
         self.directory, self.ndigits, self.steps_per_file = directory, ndigits, steps_per_file
         self.open_files: dict[str, TextIO] = {}
+        # a row's text around its step and values, the same every step: (group, name, vpp, shape, dtype) ->
+        # (text before the step, whether a micro-step column follows, text after the values)
+        self.fixed: dict[tuple, tuple[str, bool, str]] = {}
 
     def path(self, group: str, step: int) -> str:
         first = step - step % self.steps_per_file
         return os.path.join(self.directory, f"{group}_{first}-{first + self.steps_per_file - 1}.csv")
 
+    def _fixed(self, key: tuple) -> tuple[str, bool, str]:
+        group, name, vpp, shape, dtype = key
+        after = "," + _csv_fields([_shape_text(shape), dtype]) + "\n"
+        fixed = self.fixed[key] = (_csv_fields([vpp, name]) + ",", group in MICRO_STEP_GROUPS, after)
+        return fixed
+
     def write(self, metrics: StepMetrics) -> None:
-        by_group: dict[str, list] = defaultdict(list)
+        lines: dict[str, list[str]] = defaultdict(list)
+        step, ndigits = metrics.step, self.ndigits
         for row in metrics.rows:
-            micro = [row.micro_step] if row.group in MICRO_STEP_GROUPS else []
-            values = [round(value, self.ndigits) for value in row.values]
-            by_group[row.group].append(
-                [row.vpp_stage, row.name, metrics.step, *micro, *values, _shape_text(row.shape), row.dtype]
-            )
-        paths = {self.path(group, metrics.step) for group in by_group}
+            key = (row.group, row.name, row.vpp_stage, row.shape, row.dtype)
+            before, with_micro, after = self.fixed.get(key) or self._fixed(key)
+            micro = ("," if row.micro_step is None else f",{row.micro_step}") if with_micro else ""
+            values = ",".join([str(round(value, ndigits)) for value in row.values])
+            lines[row.group].append(f"{before}{step}{micro},{values}{after}")
+        paths = {self.path(group, step) for group in lines}
         for stale in [path for path in self.open_files if path not in paths]:
             self.open_files.pop(stale).close()  # its block of steps is over
-        for group, rows in by_group.items():
-            path = self.path(group, metrics.step)
+        for group, text in lines.items():
+            path = self.path(group, step)
             handle = self.open_files.get(path)
             if handle is None:
                 handle = self.open_files[path] = _append_handle(path)
                 if handle.tell() == 0:
                     micro = ["micro_step"] if group in MICRO_STEP_GROUPS else []
-                    rows.insert(0, ["vpp_stage", "name", "step", *micro, *metrics.ops, "shape", "dtype"])
-            csv.writer(handle, lineterminator="\n").writerows(rows)
+                    header = ["vpp_stage", "name", "step", *micro, *metrics.ops, "shape", "dtype"]
+                    text.insert(0, _csv_fields(header) + "\n")
+            handle.write("".join(text))
             handle.flush()
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ the ones the gradients flow through).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 
 import torch
@@ -38,11 +39,15 @@ def tensors_in(value: object) -> list[torch.Tensor]:
 
 
 class ModuleWatch:
-    """Forward hooks on the watched modules: activations and, through tensor hooks, their gradients."""
+    """Forward hooks on the watched modules: activations and, through tensor hooks, their gradients. A tensor
+    that is one module's output and the next one's input gets one gradient hook for both names."""
 
     def __init__(self, mon, collector_of, forward: bool, backward: bool) -> None:
         self.mon, self.collector_of = mon, collector_of
         self.forward, self.backward = forward, backward
+        # this step's gradient hooks: id(tensor) -> (the tensor, (micro-step, vpp), the names its gradient gets)
+        self.hooked: dict[int, tuple[weakref.ref, tuple[int, int], list[str]]] = {}
+        self.hooked_for: StepCollector | None = None  # the step self.hooked belongs to
 
     def hook(self, name: str, vpp: int):
         def forward_hook(module, args, kwargs, output):
@@ -62,11 +67,22 @@ class ModuleWatch:
         if self.forward and in_backward() == -1:
             collector.add(ACTV, named, micro, vpp)
         if torch.is_grad_enabled():  # forward_only still counts micro-batches by the gradients' arrival
+            if self.hooked_for is not collector:
+                self.hooked, self.hooked_for = {}, collector
             for label, tensor in named:
                 if tensor.requires_grad:
-                    tensor.register_hook(self._grad_hook(label, micro, vpp))
+                    self._hook_gradient(tensor, label, (micro, vpp))
 
-    def _grad_hook(self, label: str, micro: int, vpp: int):
+    def _hook_gradient(self, tensor: torch.Tensor, label: str, where: tuple[int, int]) -> None:
+        entry = self.hooked.get(id(tensor))
+        if entry is not None and entry[0]() is tensor and entry[1] == where:
+            entry[2].append(label)
+            return
+        names = [label]
+        self.hooked[id(tensor)] = (weakref.ref(tensor), where, names)
+        tensor.register_hook(self._grad_hook(names, *where))
+
+    def _grad_hook(self, names: list[str], micro: int, vpp: int):
         def grad_hook(grad):
             collector = self.collector_of()
             if collector is None:
@@ -75,8 +91,8 @@ class ModuleWatch:
             if not self.backward or not measurable(grad):
                 return
             try:
-                collector.add(ACTV_GRAD, [(label, grad)], micro, vpp)
+                collector.add(ACTV_GRAD, [(name, grad) for name in names], micro, vpp)
             except Exception as error:
-                collector.guard(label, error)
+                collector.guard(names[0], error)
 
         return grad_hook

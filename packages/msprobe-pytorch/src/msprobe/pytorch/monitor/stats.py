@@ -99,8 +99,7 @@ class StepBuffer:
         if fresh:
             tensors = [t for t, _ in fresh.values()]
             if self.reductions == NORM_ONLY:
-                with torch.no_grad():
-                    norms = torch._foreach_norm(_values(tensors))
+                norms = torch._foreach_norm(_values(tensors))  # detached values: no graph to build
                 if self.norms and self.norms[0].device != norms[0].device:
                     self._stack_norms()  # a block per device
                 self.norms.extend(norms)
