@@ -85,6 +85,7 @@ class TrainerMon:
         self.grad_acc_steps = 1
         self.collector: StepCollector | None = None
         self.handles: list = []
+        self.hooked = False  # hooks on (a config of weight gradients alone puts none on the model)
         self.failed: set[str] = set()  # metric sources left out after an error, for the whole run
         self.params: list = []  # (vpp, name, parameter) watched, listed when the hooks go on
         self.expert_params: list = []  # (vpp, name, parameter) of fused experts' 3-D weights (moe_distribution)
@@ -117,7 +118,7 @@ class TrainerMon:
 
     @property
     def monitoring(self) -> bool:
-        return bool(self.handles)
+        return self.hooked
 
     # -- hooks on and off ---------------------------------------------------------------------------
     def _check_targets(self) -> None:
@@ -150,7 +151,7 @@ class TrainerMon:
         """Hooks on while monitoring can still collect a step, every hook off once it cannot."""
         if self.run.done():
             self._remove_hooks()
-        elif not self.handles:
+        elif not self.hooked:
             self._install_hooks()
         self.collector = self._new_collector() if self.run.collects(self.step) else None
 
@@ -183,11 +184,12 @@ class TrainerMon:
         if config.wg_distribution and self.reduced_apart:
             for vpp, name, param in self.params:
                 self.handles.append(param.register_post_accumulate_grad_hook(self._unreduced_hook(name, vpp)))
+        self.hooked = True
 
     def _remove_hooks(self) -> None:
         for handle in self.handles:
             handle.remove()
-        self.handles = []
+        self.handles, self.hooked = [], False
 
     def note_backward(self) -> None:
         """Called by every gradient hook: the backward pass's end (a callback of autograd's engine) ends a
