@@ -11,6 +11,7 @@ norms are stacked once, at the transfer: one kernel launch per hook instead of f
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Sequence
 
@@ -50,9 +51,14 @@ def _nan_counts(values: list[torch.Tensor], norms: torch.Tensor | None) -> torch
     return torch.stack([torch.count_nonzero(torch.isnan(t)) if nan else zero for t, nan in zip(values, flagged)])
 
 
+@functools.lru_cache(maxsize=64)
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype)
+
+
 def _values(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """The tensors as reduced: detached, half precisions in float32."""
-    return [t.detach().float() if t.dtype in _UPCAST else t.detach() for t in tensors]
+    """The tensors as reduced: without autograd history (a gradient has none to drop), half precisions in float32."""
+    return [t.detach().float() if t.dtype in _UPCAST else t.detach() if t.requires_grad else t for t in tensors]
 
 
 @torch.no_grad()
@@ -86,29 +92,39 @@ class StepBuffer:
 
     def add(self, tensors: Sequence[torch.Tensor], reuse: bool = True) -> list[Pending]:
         """Queue ``tensors`` (all measurable) for reduction; their places in the transfer, in order (``reuse``:
-        a tensor already reduced this step, unchanged since, keeps its place). When the reduction raises,
-        nothing is queued: the rows already queued keep their places."""
-        fresh: dict[int, tuple[torch.Tensor, Pending]] = {}
+        a tensor already reduced this step, unchanged since, keeps its place; a tensor twice in ``tensors``
+        always does). When the reduction raises, nothing is queued: the rows already queued keep their places."""
+        first, seen = self.count, self.seen
+        fresh: list[torch.Tensor] = []
         places: list[Pending] = []
         for tensor in tensors:
-            place = (self._known(tensor) if reuse else None) or (fresh[id(tensor)][1] if id(tensor) in fresh else None)
-            if place is None:
-                place = Pending(self.count + len(fresh), tensor.numel(), tuple(tensor.shape), str(tensor.dtype))
-                fresh[id(tensor)] = (tensor, place)
+            entry = seen.get(id(tensor))
+            if entry is not None and entry[0]() is tensor and entry[1] == tensor._version and (
+                    reuse or entry[2].index >= first):
+                places.append(entry[2])
+                continue
+            place = Pending(first + len(fresh), tensor.numel(), tuple(tensor.shape), _dtype_name(tensor.dtype))
+            seen[id(tensor)] = (weakref.ref(tensor), tensor._version, place)
+            fresh.append(tensor)
             places.append(place)
         if fresh:
-            tensors = [t for t, _ in fresh.values()]
-            if self.reductions == NORM_ONLY:
-                norms = torch._foreach_norm(_values(tensors))  # detached values: no graph to build
-                if self.norms and self.norms[0].device != norms[0].device:
-                    self._stack_norms()  # a block per device
-                self.norms.extend(norms)
-            else:
-                self.blocks.append(group_reductions(tensors, self.reductions, self.eps))
+            try:
+                self._reduce(fresh)
+            except Exception:
+                for tensor in fresh:
+                    seen.pop(id(tensor), None)
+                raise
             self.count += len(fresh)
-            for tensor, place in fresh.values():
-                self.seen[id(tensor)] = (weakref.ref(tensor), tensor._version, place)
         return places
+
+    def _reduce(self, tensors: list[torch.Tensor]) -> None:
+        if self.reductions != NORM_ONLY:
+            self.blocks.append(group_reductions(tensors, self.reductions, self.eps))
+            return
+        norms = torch._foreach_norm(_values(tensors))  # detached values: no graph to build
+        if self.norms and self.norms[0].get_device() != norms[0].get_device():
+            self._stack_norms()  # a block per device
+        self.norms.extend(norms)
 
     def add_reduced(self, block: torch.Tensor, shape: tuple[int, ...], dtype: str) -> list[Pending]:
         """Queue a ``[n, reductions]`` block computed elsewhere (per-element values already divided: numel 1)."""
@@ -123,12 +139,6 @@ class StepBuffer:
         if self.norms:
             self.blocks.append(torch.stack(self.norms).to(torch.float64).unsqueeze(1))  # stack promotes dtypes
             self.norms = []
-
-    def _known(self, tensor: torch.Tensor) -> Pending | None:
-        entry = self.seen.get(id(tensor))
-        if entry is None or entry[0]() is not tensor or entry[1] != tensor._version:
-            return None
-        return entry[2]
 
     def transfer(self) -> np.ndarray:
         """Every queued row on the host, ``[count, reductions]``: one copy per device, then the buffer is empty."""
