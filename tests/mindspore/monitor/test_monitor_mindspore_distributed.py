@@ -1,7 +1,8 @@
 """TrainerMon on two MindSpore ranks (msrun, CPU collectives, data parallel with ``DistributedGradReducer``):
 each rank writes its own run folder, the weight gradients it reports are the all-reduced mean of both ranks'
-local gradients (float64 numpy of what the ranks computed), its activations are its own batch's, and each
-rank trains bit for bit as it does without the monitor."""
+local gradients after the reduce and its own local gradients before it (float64 numpy of what the ranks
+computed), its activations are its own batch's, and each rank trains bit for bit as it does without the
+monitor."""
 
 from __future__ import annotations
 
@@ -92,6 +93,18 @@ def test_weight_gradients_are_the_mean_of_both_ranks_local_gradients(job):
             key = f"{int(row['step'])}/{row['name']}"
             mean = (kept[0][key].astype(np.float64) + kept[1][key].astype(np.float64)) / 2
             assert_close_to_reference(row, mean)
+
+
+def test_unreduced_weight_gradients_are_each_ranks_own(job):
+    """Before the reduce: the gradient this rank computed (a parameter hook), not the mean the optimizer got."""
+    kept = [dict(np.load(job / f"kept_rank{rank}.npz")) for rank in RANKS]
+    for rank in RANKS:
+        rows = read_rows(_run_dir(job, rank), "grad_unreduced")
+        assert len(rows) == 3 * 4
+        for row in rows:
+            key = f"{int(row['step'])}/{row['name']}"
+            assert_close_to_reference(row, kept[rank][key])
+            assert not np.array_equal(kept[0][key], kept[1][key])  # the two ranks' gradients differ
 
 
 def test_activations_are_each_ranks_own_batch(job):

@@ -36,7 +36,7 @@ from msprobe.core.monitor.records import (
     StepMetrics,
 )
 from msprobe.core.monitor.run import MonitorRun
-from msprobe.mindspore.rank import current_rank
+from msprobe.mindspore.rank import current_rank, rank_count
 
 logger = logging.getLogger("msprobe")
 MOMENTS = ((EXP_AVG, "moment1"), (EXP_AVG_SQ, "moment2"))
@@ -100,6 +100,8 @@ class TrainerMon:
         self.step = 0
         self.collector: StepCollector | None = None
         self.handles: list = []
+        self.hooked = False  # hooks on (weight gradients alone put none on a single process's model)
+        self.reduced_apart = False  # data parallel: the optimizer's gradients are not the ones this rank computed
         self.failed: set[str] = set()  # metric sources left out after an error, for the whole run
         self.optimizer = None
         self.cells: list = []
@@ -111,6 +113,7 @@ class TrainerMon:
         micro-batch's backward right after its forward)."""
         check_set_monitor_arguments(grad_acc_steps, start_iteration)
         self.step, self.grad_acc_steps = start_iteration, grad_acc_steps
+        self.reduced_apart = dp_group is not None or rank_count() > 1
         model.register_forward_pre_hook(self._count_forward)
         self.optimizer = optimizer
         targets = set(self.run.config.targets)
@@ -121,7 +124,7 @@ class TrainerMon:
 
     @property
     def monitoring(self) -> bool:
-        return bool(self.handles)
+        return self.hooked
 
     @property
     def micro_step(self) -> int:
@@ -134,14 +137,26 @@ class TrainerMon:
     def _switch(self) -> None:
         config = self.run.config
         if self.run.done():
-            for handle in self.handles:
-                handle.remove()
-            self.handles = []
-        elif not self.handles and config.xy_distribution:
-            self.handles = [cell.register_forward_hook(self._forward_hook(name)) for name, cell in self.cells]
+            self._remove_hooks()
+        elif not self.hooked:
+            self._install_hooks()
         buffer = StepBuffer(self.run.reductions, config.eps)
         self.collector = StepCollector(config.ops, self.run.reductions, buffer, self.failed) if self.run.collects(
             self.step) else None
+
+    def _install_hooks(self) -> None:
+        config = self.run.config
+        if config.xy_distribution:
+            self.handles += [cell.register_forward_hook(self._forward_hook(name)) for name, cell in self.cells]
+        if config.wg_distribution and self.reduced_apart:
+            self.handles += [param.register_hook(self._unreduced_hook(param.name))
+                             for param in self.optimizer.parameters if param.requires_grad]
+        self.hooked = True
+
+    def _remove_hooks(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles, self.hooked = [], False
 
     def _forward_hook(self, name: str):
         config = self.run.config
@@ -176,6 +191,22 @@ class TrainerMon:
 
         return hook
 
+    def _unreduced_hook(self, name: str):
+        """A parameter's hook: the gradient autograd computed on this rank, before the data-parallel reduce (in
+        the step's last micro-batch; with accumulation that is the last micro-batch's gradient, the sum
+        being the training code's)."""
+        def hook(grad):
+            collector = self.collector
+            if (collector is None or self.micro_step < self.grad_acc_steps - 1 or GRAD_UNREDUCED in collector.failed
+                    or not measurable(grad)):
+                return
+            try:
+                collector.add(GRAD_UNREDUCED, [(name, grad)], None)
+            except Exception as error:
+                collector.guard(GRAD_UNREDUCED, error)
+
+        return hook
+
     def _parameters(self, group: str, values) -> None:
         names = [p.name for p in self.optimizer.parameters]
         named = [(n, v) for n, v in zip(names, values) if measurable(v)]
@@ -191,7 +222,8 @@ class TrainerMon:
         config = self.run.config
         if config.wg_distribution:
             self._parameters(GRAD_REDUCED, grads)
-            self.collector.alias(GRAD_UNREDUCED, GRAD_REDUCED)
+            if not self.reduced_apart:
+                self.collector.alias(GRAD_UNREDUCED, GRAD_REDUCED)
         if config.param_distribution:
             self._parameters(PARAM_ORIGIN, list(self.optimizer.parameters))  # reduced before the update runs
 
@@ -210,5 +242,6 @@ class TrainerMon:
         except Exception as error:
             logger.warning("monitor: step %d not written: %s: %s", self.step, type(error).__name__, error)
         self.step, self.forwards = self.step + 1, 0
-        self.run.reload_if_changed()
+        if self.run.reload_if_changed():
+            self._remove_hooks()  # the hooks hold the previous configuration's choices
         self._switch()
