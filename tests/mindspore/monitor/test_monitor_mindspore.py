@@ -130,3 +130,29 @@ def test_pytorch_only_keys_are_reported_on_mindspore(tmp_path):
         TrainerMon(str(config))
     assert [str(p).split(";")[0] for p in caught.value.problems] == [
         "moe_distribution: got True", "cc_distribution.enable: got True"]
+
+
+def test_a_changed_configuration_takes_effect_on_the_hooks(tmp_path, monkeypatch):
+    """The file re-read between steps (dynamic on/off): hooks put on under ``forward_only`` take no gradients;
+    after the file drops it, the next steps have activation gradients."""
+    import os
+
+    from msprobe.mindspore import TrainerMon
+
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"xy_distribution": True, "forward_only": True, "format": "csv"}))
+    net = _net()
+    optimizer = nn.Adam(net.trainable_params(), learning_rate=1e-2)
+    TrainerMon(str(config)).set_monitor(net, optimizer)
+    grad_fn = ms.value_and_grad(lambda x, y: nn.MSELoss()(net(x), y), None, optimizer.parameters)
+    rng = np.random.default_rng(0)
+    for step in range(4):
+        if step == 1:  # read again when step 1 ends
+            config.write_text(json.dumps({"xy_distribution": True, "format": "csv"}))
+            os.utime(config, ns=(os.stat(config).st_atime_ns, os.stat(config).st_mtime_ns + 10**9))
+        x, y = (ms.Tensor(rng.standard_normal(shape).astype(np.float32)) for shape in ((4, 6), (4, 3)))
+        optimizer(grad_fn(x, y)[1])
+    run = only_run_dir(tmp_path / "out")
+    assert {int(r["step"]) for r in read_rows(run, "actv")} == {0, 1, 2, 3}
+    assert {int(r["step"]) for r in read_rows(run, "actv_grad")} == {2, 3}
