@@ -18,13 +18,15 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 import msrun  # noqa: E402
 
 RANKS = (0, 1)
-CONFIG = {"xy_distribution": True, "wg_distribution": True, "ops": ["min", "max", "norm", "mean"], "format": "csv"}
+CONFIG = {"xy_distribution": True, "wg_distribution": True, "ops": ["min", "max", "norm", "mean"], "format": "csv",
+          "cc_distribution": {"enable": True, "cc_pre_hook": True}}
 
 SCRIPT = """
 import json, sys
 import numpy as np
 import mindspore as ms
 from mindspore import nn
+from mindspore import mint
 from mindspore.communication import get_rank, init
 from msprobe.mindspore import TrainerMon
 
@@ -48,6 +50,11 @@ def train(monitored):
     for step in range(3):
         x, y = (ms.Tensor(rng.standard_normal(shape).astype(np.float32)) for shape in ((4, 6), (4, 3)))
         loss, grads = grad_fn(x, y)
+        loss_sum, x_sum = (ms.Tensor(t.asnumpy().copy()) for t in (loss, x))
+        mint.distributed.all_reduce(loss_sum)  # in place, as torch.distributed's
+        mint.distributed.all_reduce(x_sum, async_op=True).wait()
+        kept.update({f"{step}/loss": loss.asnumpy().copy(), f"{step}/loss_sum": loss_sum.asnumpy().copy(),
+                     f"{step}/x_sum": x_sum.asnumpy().copy()})
         kept.update({f"{step}/{p.name}": g.asnumpy().copy() for p, g in zip(optimizer.parameters, grads)})
         kept[f"{step}/input"] = x.asnumpy().copy()
         optimizer(reducer(grads))
@@ -105,6 +112,22 @@ def test_unreduced_weight_gradients_are_each_ranks_own(job):
             key = f"{int(row['step'])}/{row['name']}"
             assert_close_to_reference(row, kept[rank][key])
             assert not np.array_equal(kept[0][key], kept[1][key])  # the two ranks' gradients differ
+
+
+def test_collectives_are_measured_before_and_after(job):
+    """cc_distribution: ``mint.distributed.all_reduce``'s tensor before the call (``pre``) and after it
+    (``post``: the sum of both ranks'), the asynchronous call's once its handle was waited on."""
+    kept = [dict(np.load(job / f"kept_rank{rank}.npz")) for rank in RANKS]
+    for rank in RANKS:
+        rows = {(int(r["step"]), r["name"]): r for r in read_rows(_run_dir(job, rank), "cc")}
+        assert sorted(rows) == [(step, name) for step in range(3) for name in (
+            "all_reduce.0.post", "all_reduce.0.pre", "all_reduce.1.post", "all_reduce.1.pre")]
+        for step in range(3):
+            assert_close_to_reference(rows[step, "all_reduce.0.pre"], kept[rank][f"{step}/loss"])
+            assert_close_to_reference(rows[step, "all_reduce.0.post"], kept[rank][f"{step}/loss_sum"])
+            assert_close_to_reference(rows[step, "all_reduce.1.pre"], kept[rank][f"{step}/input"])
+            both = kept[0][f"{step}/input"].astype(np.float64) + kept[1][f"{step}/input"].astype(np.float64)
+            assert_close_to_reference(rows[step, "all_reduce.1.post"], both)
 
 
 def test_activations_are_each_ranks_own_batch(job):

@@ -113,7 +113,8 @@ def _tensor_targets() -> list[ApiTarget]:
     return targets
 
 
-def _distributed_targets() -> list[ApiTarget]:
+def distributed_targets() -> list[ApiTarget]:
+    """The communication functions of ``comm_func`` and ``mint.distributed`` (not their set-up calls)."""
     targets = []
     for namespace in (comm_func, mint_distributed):
         for name, func in _public_functions(namespace).items():
@@ -131,5 +132,5 @@ def api_targets() -> list[ApiTarget]:
         *_tensor_targets(),
         *_namespace_targets("Mint", mint),
         *_namespace_targets("MintFunctional", mint_functional),
-        *_distributed_targets(),
+        *distributed_targets(),
     ]

@@ -2,27 +2,24 @@
 
 A MindSpore optimizer is a ``Cell`` called with the gradient tuple (``optimizer(grads)``), aligned with
 ``optimizer.parameters``: a forward pre-hook on it reads the gradients the update is about to use
-(``grad_reduced``; ``grad_unreduced`` is the same numbers, no data-parallel reduce being seen here) and
-the parameters before the update; a forward hook, run when the update returned, reads Adam's moments
+(``grad_reduced``; in a data-parallel job ``grad_unreduced`` comes from each parameter's own hook, the
+gradient this rank computed, and is otherwise the same numbers) and the parameters before the update; a forward hook, run when the update returned, reads Adam's moments
 (``moment1``/``moment2``, written as upstream's ``exp_avg``/``exp_avg_sq``) and the updated parameters,
 and ends the step: one host transfer, then the writers and alerts shared with PyTorch. Activations come
 from forward hooks on the watched cells; activation gradients from tensor hooks those forward hooks put on
 the cells' outputs (not a cell backward hook, which wraps the cell in an identity node and changes what a
-dump and the user's graph see), each row carrying the micro-batch it belongs to. Cell hooks run in
+dump and the user's graph see), each row carrying the micro-batch it belongs to. With ``cc_distribution``
+the communication functions are wrapped while monitoring is on (:mod:`.collectives`). Cell hooks run in
 PyNative mode only.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
-import numpy as np
-
-import mindspore as ms
-from mindspore import ops
 from msprobe.core.config.errors import ConfigError, Problem
-from msprobe.core.monitor.collector import Pending, StepCollector, labelled
+from msprobe.core.monitor.collectives import CollectiveWatch
+from msprobe.core.monitor.collector import StepCollector, labelled
 from msprobe.core.monitor.config import check_set_monitor_arguments
 from msprobe.core.monitor.records import (
     ACTV,
@@ -36,59 +33,19 @@ from msprobe.core.monitor.records import (
     StepMetrics,
 )
 from msprobe.core.monitor.run import MonitorRun
+from msprobe.mindspore.monitor.collectives import MindSporeCollectives
+from msprobe.mindspore.monitor.stats import StepBuffer, measurable, tensors_in
 from msprobe.mindspore.rank import current_rank, rank_count
 
 logger = logging.getLogger("msprobe")
 MOMENTS = ((EXP_AVG, "moment1"), (EXP_AVG_SQ, "moment2"))
-_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
-
-
-def measurable(value: object) -> bool:
-    return isinstance(value, ms.Tensor) and value.dtype in _FLOATS and value.size > 0
-
-
-def _tensors(value: object) -> list:
-    items = value if isinstance(value, (tuple, list)) else (value,)
-    return [item for item in items if measurable(item)]
-
-
-class StepBuffer:
-    """Reductions of a group of tensors stacked on the device; one ``asnumpy`` of all of them per step."""
-
-    def __init__(self, reductions: Sequence[str], eps: float) -> None:
-        self.reductions, self.eps = tuple(reductions), eps
-        self.blocks: list = []
-        self.count = 0
-
-    def _row(self, tensor) -> ms.Tensor:
-        value = tensor if tensor.dtype == ms.float64 else tensor.astype(ms.float32)
-        parts = {
-            "min": lambda: value.min(), "max": lambda: value.max(),
-            "norm": lambda: ops.sqrt((value * value).sum()), "sum": lambda: value.sum(),
-            "zeros": lambda: (ops.abs(value) < self.eps).astype(ms.float32).sum(),
-            "nans": lambda: ops.isnan(value).astype(ms.float32).sum(),
-        }
-        return ops.stack([parts[name]().astype(ms.float64) for name in self.reductions])
-
-    def add(self, tensors: Sequence, reuse: bool = True) -> list[Pending]:
-        """Queue ``tensors``' reductions (no memo here: every tensor is reduced, ``reuse`` or not)."""
-        self.blocks.append(ops.stack([self._row(t) for t in tensors]))
-        places = [Pending(self.count + i, int(t.size), tuple(t.shape), str(t.dtype)) for i, t in enumerate(tensors)]
-        self.count += len(tensors)
-        return places
-
-    def transfer(self) -> np.ndarray:
-        blocks, self.blocks, self.count = self.blocks, [], 0
-        return ops.cat(blocks).asnumpy() if blocks else np.empty((0, len(self.reductions)))
 
 
 def _check_built_here(run: MonitorRun) -> None:
     """The keys only the PyTorch monitor implements, reported before training rather than ignored."""
-    config, allowed = run.config, "false on MindSpore (built for PyTorch only, docs/monitor.md#mindspore)"
-    problems = [Problem(key, True, allowed) for key, on in (
-        ("moe_distribution", config.moe_distribution), ("cc_distribution.enable", config.cc_distribution.enable)) if on]
-    if problems:
-        raise ConfigError(problems, file=run.path)
+    if run.config.moe_distribution:
+        allowed = "false on MindSpore (built for PyTorch only, docs/monitor.md#mindspore)"
+        raise ConfigError([Problem("moe_distribution", True, allowed)], file=run.path)
 
 
 class TrainerMon:
@@ -102,6 +59,7 @@ class TrainerMon:
         self.handles: list = []
         self.hooked = False  # hooks on (weight gradients alone put none on a single process's model)
         self.reduced_apart = False  # data parallel: the optimizer's gradients are not the ones this rank computed
+        self.collectives: CollectiveWatch | None = None
         self.failed: set[str] = set()  # metric sources left out after an error, for the whole run
         self.optimizer = None
         self.cells: list = []
@@ -148,6 +106,9 @@ class TrainerMon:
         config = self.run.config
         if config.xy_distribution:
             self.handles += [cell.register_forward_hook(self._forward_hook(name)) for name, cell in self.cells]
+        if config.cc_distribution.enable:
+            self.collectives = CollectiveWatch(lambda: self.collector, config.cc_distribution, MindSporeCollectives())
+            self.handles.append(self.collectives.install())
         if config.wg_distribution and self.reduced_apart:
             self.handles += [param.register_hook(self._unreduced_hook(param.name))
                              for param in self.optimizer.parameters if param.requires_grad]
@@ -167,8 +128,8 @@ class TrainerMon:
             if collector is None or not cell.training or name in collector.failed:
                 return
             try:
-                micro, outs = self.micro_step, labelled(name, "output", _tensors(outputs))
-                named = labelled(name, "input", _tensors(inputs)) + outs
+                micro, outs = self.micro_step, labelled(name, "output", tensors_in(outputs))
+                named = labelled(name, "input", tensors_in(inputs)) + outs
                 if forward and named:
                     collector.add(ACTV, named, micro)
                 for label, tensor in outs if backward else ():
@@ -239,6 +200,8 @@ class TrainerMon:
                 if config.param_distribution:
                     self._parameters(PARAM_UPDATED, list(self.optimizer.parameters))
                 self.run.write(StepMetrics(self.step, self.rank, config.ops, self.collector.rows()))
+                if self.collectives is not None and config.cc_distribution.log_only:
+                    self.collectives.write_stacks(self.run.directory)
         except Exception as error:
             logger.warning("monitor: step %d not written: %s: %s", self.step, type(error).__name__, error)
         self.step, self.forwards = self.step + 1, 0

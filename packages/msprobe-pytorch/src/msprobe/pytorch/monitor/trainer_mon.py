@@ -16,7 +16,6 @@ Nothing here changes a tensor of the run: hooks read and return ``None``.
 
 from __future__ import annotations
 
-import json
 import logging
 
 import torch
@@ -24,6 +23,7 @@ from torch import nn
 
 from msprobe.core.config.errors import ConfigError, Problem
 from msprobe.core.monitor.alerts import Alert
+from msprobe.core.monitor.collectives import CollectiveWatch
 from msprobe.core.monitor.collector import StepCollector
 from msprobe.core.monitor.config import check_set_monitor_arguments
 from msprobe.core.monitor.records import (
@@ -36,9 +36,8 @@ from msprobe.core.monitor.records import (
     StepMetrics,
 )
 from msprobe.core.monitor.run import MonitorRun
-from msprobe.core.services.fileio import atomic_write_text
 from msprobe.pytorch.monitor.collect import ModuleWatch
-from msprobe.pytorch.monitor.collectives import CC_STACKS_FILE, CollectiveWatch
+from msprobe.pytorch.monitor.collectives import TorchCollectives
 from msprobe.pytorch.monitor.moe import ExpertWatch, is_fused_experts, is_router
 from msprobe.pytorch.monitor.stats import StepBuffer, measurable
 from msprobe.pytorch.rank import current_rank
@@ -179,7 +178,7 @@ class TrainerMon:
                 self.handles.append(module.register_forward_hook(
                     watch.router_hook(name, module.num_experts, vpp), with_kwargs=True))
         if config.cc_distribution.enable:
-            self.collectives = CollectiveWatch(lambda: self.collector, config.cc_distribution)
+            self.collectives = CollectiveWatch(lambda: self.collector, config.cc_distribution, TorchCollectives())
             self.handles.append(self.collectives.install())
         if config.wg_distribution and self.reduced_apart:
             for vpp, name, param in self.params:
@@ -314,7 +313,6 @@ class TrainerMon:
         rows = collector.rows()
         alert = self.run.write(StepMetrics(self.step, self.rank, config.ops, rows))
         if self.collectives is not None and config.cc_distribution.log_only:
-            stacks = json.dumps(self.collectives.stacks_by_op(), indent=1)
-            atomic_write_text(self.run.directory / CC_STACKS_FILE, stacks)
+            self.collectives.write_stacks(self.run.directory)
         return alert
 
