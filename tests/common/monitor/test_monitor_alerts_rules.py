@@ -15,7 +15,7 @@ def _step(step: int, norms: dict[str, float]) -> StepMetrics:
     """Rows in the dict's order (execution order), only the norm op."""
     rows = tuple(MetricRow("actv", name, 0, (value,), (2,), "torch.float32", order)
                  for order, (name, value) in enumerate(norms.items()))
-    return StepMetrics(step, 3, ("norm",), rows)
+    return StepMetrics.from_rows(step, 3, ("norm",), rows)
 
 
 def test_jump_names_the_first_metric_in_execution_order(tmp_path):

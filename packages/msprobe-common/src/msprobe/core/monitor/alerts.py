@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from msprobe.core.monitor.config import AlertRule
-from msprobe.core.monitor.records import StepMetrics
+from msprobe.core.monitor.records import RowLayout, StepMetrics
 from msprobe.core.services.fileio import atomic_write_text
 
 logger = logging.getLogger("msprobe")
@@ -69,8 +69,8 @@ class _Histories:
         self.next = np.zeros(0, dtype=np.int64)
 
     def slots_of(self, keys: list[tuple]) -> np.ndarray:
-        """Each key's slot (a new key gets one). A step usually has the rows of the step before, in its order."""
-        if keys == self.last[0]:
+        """Each key's slot (a new key gets one). A step usually has the rows of the step before: the same list."""
+        if keys is self.last[0]:
             return self.last[1]
         slots = self.slots
         for key in keys:
@@ -109,20 +109,23 @@ class AlertTracker:
         self.rules = rules
         self.path = directory / ANOMALIES_FILE
         self.history: dict[tuple, _Histories] = {}  # (rule number, op, window) -> its histories
+        self.layout: RowLayout | None = None  # the last step's rows, and their keys in the histories
+        self.keys: list[tuple] = []
         self.alerts: list[Alert] = []
 
     def check(self, metrics: StepMetrics) -> Alert | None:
-        rows = sorted(metrics.rows, key=lambda r: r.order)
-        if not rows:
+        layout, table = metrics.layout, metrics.values
+        if not len(layout):
             return None
-        table = np.array([row.values for row in rows], dtype=np.float64)
-        keys = [(row.group, row.name, row.micro_step, row.vpp_stage) for row in rows]
+        if layout is not self.layout:
+            self.layout = layout
+            self.keys = list(zip(layout.groups, layout.names, layout.micro_steps, layout.vpp_stages))
         columns = {op: index for index, op in enumerate(metrics.ops)}
         fired: list[tuple[int, int, str, AlertRule, float | None]] = []  # (row, watch, op, rule, mean)
         watches = [(number, rule, op) for number, rule in enumerate(self.rules) for op in rule.ops if op in columns]
         for watch, (number, rule, op) in enumerate(watches):
             histories = self.history.setdefault((number, op, rule.window), _Histories(rule.window))
-            slots, values = histories.slots_of(keys), table[:, columns[op]]
+            slots, values = histories.slots_of(self.keys), table[:, columns[op]]
             count = histories.count[slots]
             mean = histories.values[slots].sum(axis=1) / np.maximum(count, 1)
             for index in np.flatnonzero(_fired(rule, values, count, mean)):
@@ -131,8 +134,8 @@ class AlertTracker:
             histories.record(slots, values)
         if not fired:
             return None
-        findings = [Finding(rows[i].group, rows[i].name, rows[i].micro_step, op, float(table[i, columns[op]]), mean,
-                            rule.name) for i, _, op, rule, mean in sorted(fired, key=lambda f: (f[0], f[1]))]
+        findings = [Finding(layout.groups[i], layout.names[i], layout.micro_steps[i], op, float(table[i, columns[op]]),
+                            mean, rule.name) for i, _, op, rule, mean in sorted(fired, key=lambda f: (f[0], f[1]))]
         alert = Alert(
             metrics.step, metrics.rank, findings[0], len(findings),
             tuple(f"{f.group} {f.name} {f.op}" for f in findings[1:6]),

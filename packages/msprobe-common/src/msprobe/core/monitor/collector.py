@@ -2,8 +2,8 @@
 
 A framework's hooks hand named tensors to :class:`StepCollector`; its *buffer* (the framework's: it
 reduces tensors where they live, see ``msprobe.pytorch.monitor.stats``) says where each tensor's
-reductions will be in the step's single transfer. At the step's end :meth:`StepCollector.rows` makes that
-transfer and builds the rows the writers and alert rules read, in execution order.
+reductions will be in the step's single transfer. At the step's end :meth:`StepCollector.metrics` makes that
+transfer and hands the writers and alert rules the step's values with its rows' layout, in execution order.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from msprobe.core.monitor.ops import finish
-from msprobe.core.monitor.records import MetricRow
+from msprobe.core.monitor.records import RowLayout, StepMetrics
 
 logger = logging.getLogger("msprobe")
 
@@ -60,13 +60,35 @@ class Queued(NamedTuple):
     vpp_stage: int
 
 
+class LayoutMemo:
+    """The last collected step's queue and its :class:`RowLayout`: a run's collectors share one, so a step
+    queued as the step before hands out the same layout, and the host reuses its index arrays."""
+
+    def __init__(self) -> None:
+        self.queued: list[Queued] = []
+        self.layout: RowLayout | None = None
+        self.indices = self.numel = np.empty(0)
+
+    def of(self, queued: list[Queued]) -> tuple[RowLayout, np.ndarray, np.ndarray]:
+        """The layout of ``queued`` with each row's place in the transfer and its tensor's numel."""
+        if self.layout is None or queued != self.queued:
+            places = [q.place for q in queued]
+            self.layout = RowLayout(tuple(q.group for q in queued), tuple(q.name for q in queued),
+                                    tuple(q.micro_step for q in queued), tuple(p.shape for p in places),
+                                    tuple(p.dtype for p in places), tuple(q.vpp_stage for q in queued))
+            self.indices = np.fromiter((p.index for p in places), dtype=np.int64, count=len(places))
+            self.numel = np.fromiter((p.numel for p in places), dtype=np.float64, count=len(places))
+            self.queued = queued
+        return self.layout, self.indices, self.numel
+
+
 class StepCollector:
     """The rows of the step being collected; errors are logged once per source and that source left out."""
 
     def __init__(self, ops: tuple[str, ...], reductions: tuple[str, ...], buffer: ReductionBuffer,
-                 failed: set[str]) -> None:
+                 failed: set[str], layouts: LayoutMemo) -> None:
         self.ops, self.reductions = ops, reductions
-        self.buffer = buffer
+        self.buffer, self.layouts = buffer, layouts
         self.queued: list[Queued] = []
         self.keys: set[tuple] = set()
         self.failed = failed  # the run's: a source that failed once stays out
@@ -107,16 +129,10 @@ class StepCollector:
                 "monitor: %s left out of the metrics after an error: %s: %s", source, type(error).__name__, error
             )
 
-    def rows(self) -> tuple[MetricRow, ...]:
+    def metrics(self, step: int, rank: int) -> StepMetrics:
         """The step's rows on the host (the one transfer of the step); the collector is empty afterwards."""
         values = self.buffer.transfer()
-        queued = self.queued
-        indices = np.fromiter((q.place.index for q in queued), dtype=np.int64, count=len(queued))
-        numel = np.fromiter((q.place.numel for q in queued), dtype=np.float64, count=len(queued))
-        table = finish(self.ops, self.reductions, values[indices], numel).tolist()
-        rows = tuple(
-            MetricRow(q.group, q.name, q.micro_step, tuple(line), q.place.shape, q.place.dtype, order, q.vpp_stage)
-            for order, (q, line) in enumerate(zip(queued, table))
-        )
+        layout, indices, numel = self.layouts.of(self.queued)
+        table = finish(self.ops, self.reductions, values[indices], numel)
         self.queued, self.keys = [], set()
-        return rows
+        return StepMetrics(step, rank, self.ops, layout, table)

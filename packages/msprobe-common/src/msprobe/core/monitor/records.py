@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
+
+import numpy as np
 
 # The metric groups, with upstream's file prefixes. Activation groups carry a micro-step.
 ACTV, ACTV_GRAD = "actv", "actv_grad"
@@ -38,9 +42,47 @@ class MetricRow(NamedTuple):
         return self.name if self.micro_step is None else f"{self.name}:{self.micro_step}"
 
 
+@dataclass(frozen=True, eq=False)
+class RowLayout:
+    """Who each row of a step is, in execution order (row ``i`` of every field). A collector hands the same
+    object step after step while its rows stay the same, so a writer or the alert rules derive their own
+    tables from it once (keyed by identity), not once per row and step."""
+
+    groups: tuple[str, ...]
+    names: tuple[str, ...]
+    micro_steps: tuple[int | None, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+    vpp_stages: tuple[int, ...]
+
+    @classmethod
+    def of(cls, rows: Sequence[MetricRow]) -> RowLayout:
+        fields = ("group", "name", "micro_step", "shape", "dtype", "vpp_stage")
+        return cls(*(tuple(getattr(row, field) for row in rows) for field in fields))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
 @dataclass(frozen=True)
 class StepMetrics:
+    """One monitored step: ``values[i]`` (one column per op) is the row ``layout`` describes at ``i``."""
+
     step: int
     rank: int
     ops: tuple[str, ...]
-    rows: tuple[MetricRow, ...]
+    layout: RowLayout
+    values: np.ndarray
+
+    @classmethod
+    def from_rows(cls, step: int, rank: int, ops: tuple[str, ...], rows: Sequence[MetricRow]) -> StepMetrics:
+        rows = sorted(rows, key=lambda row: row.order)
+        values = np.array([row.values for row in rows], dtype=np.float64).reshape(len(rows), len(ops))
+        return cls(step, rank, ops, RowLayout.of(rows), values)
+
+    @functools.cached_property
+    def rows(self) -> tuple[MetricRow, ...]:
+        """The rows one by one (for the writers that take them so; the CSV writer and the alerts read columns)."""
+        layout = self.layout
+        return tuple(map(MetricRow, layout.groups, layout.names, layout.micro_steps, map(tuple, self.values.tolist()),
+                         layout.shapes, layout.dtypes, range(len(layout)), layout.vpp_stages))

@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from msprobe.core.monitor.records import MICRO_STEP_GROUPS, StepMetrics
+from msprobe.core.monitor.records import MICRO_STEP_GROUPS, RowLayout, StepMetrics
 from msprobe.core.services.fileio import FILE_MODE
 
 DB_FILE = "monitor.db"
@@ -58,33 +58,35 @@ class CsvWriter:
     def __init__(self, directory: Path, ndigits: int, steps_per_file: int) -> None:
         self.directory, self.ndigits, self.steps_per_file = directory, ndigits, steps_per_file
         self.open_files: dict[str, TextIO] = {}
-        # a row's text around its step and values, the same every step: (group, name, vpp, shape, dtype) ->
-        # (text before the step, whether a micro-step column follows, text after the values)
-        self.fixed: dict[tuple, tuple[str, bool, str]] = {}
+        self.layout: RowLayout | None = None
+        self.plan: dict[str, list[tuple[int, str, str, str]]] = {}  # the layout's, see _plan
 
     def path(self, group: str, step: int) -> str:
         first = step - step % self.steps_per_file
         return os.path.join(self.directory, f"{group}_{first}-{first + self.steps_per_file - 1}.csv")
 
-    def _fixed(self, key: tuple) -> tuple[str, bool, str]:
-        group, name, vpp, shape, dtype = key
-        after = "," + _csv_fields([_shape_text(shape), dtype]) + "\n"
-        fixed = self.fixed[key] = (_csv_fields([vpp, name]) + ",", group in MICRO_STEP_GROUPS, after)
-        return fixed
+    @staticmethod
+    def _plan(layout: RowLayout) -> dict[str, list[tuple[int, str, str, str]]]:
+        """Per group, each row's index and its text around the step and the values, the same every step:
+        (index, text before the step, the micro-step column, text after the values)."""
+        plan: dict[str, list[tuple[int, str, str, str]]] = defaultdict(list)
+        for index, (group, name, micro, shape, dtype, vpp) in enumerate(zip(
+                layout.groups, layout.names, layout.micro_steps, layout.shapes, layout.dtypes, layout.vpp_stages)):
+            column = ("," if micro is None else f",{micro}") if group in MICRO_STEP_GROUPS else ""
+            after = "," + _csv_fields([_shape_text(shape), dtype]) + "\n"
+            plan[group].append((index, _csv_fields([vpp, name]) + ",", column, after))
+        return plan
 
     def write(self, metrics: StepMetrics) -> None:
-        lines: dict[str, list[str]] = defaultdict(list)
-        step, ndigits = metrics.step, self.ndigits
-        for row in metrics.rows:
-            key = (row.group, row.name, row.vpp_stage, row.shape, row.dtype)
-            before, with_micro, after = self.fixed.get(key) or self._fixed(key)
-            micro = ("," if row.micro_step is None else f",{row.micro_step}") if with_micro else ""
-            values = ",".join([str(round(value, ndigits)) for value in row.values])
-            lines[row.group].append(f"{before}{step}{micro},{values}{after}")
-        paths = {self.path(group, step) for group in lines}
+        if metrics.layout is not self.layout:
+            self.layout, self.plan = metrics.layout, self._plan(metrics.layout)
+        step, ndigits, values = metrics.step, self.ndigits, metrics.values.tolist()
+        paths = {self.path(group, step) for group in self.plan}
         for stale in [path for path in self.open_files if path not in paths]:
             self.open_files.pop(stale).close()  # its block of steps is over
-        for group, text in lines.items():
+        for group, rows in self.plan.items():
+            text = [f"{before}{step}{micro},{','.join([str(round(v, ndigits)) for v in values[index]])}{after}"
+                    for index, before, micro, after in rows]
             path = self.path(group, step)
             handle = self.open_files.get(path)
             if handle is None:

@@ -3,14 +3,14 @@
 A MindSpore optimizer is a ``Cell`` called with the gradient tuple (``optimizer(grads)``), aligned with
 ``optimizer.parameters``: a forward pre-hook on it reads the gradients the update is about to use
 (``grad_reduced``; in a data-parallel job ``grad_unreduced`` comes from each parameter's own hook, the
-gradient this rank computed, and is otherwise the same numbers) and the parameters before the update; a forward hook, run when the update returned, reads Adam's moments
-(``moment1``/``moment2``, written as upstream's ``exp_avg``/``exp_avg_sq``) and the updated parameters,
-and ends the step: one host transfer, then the writers and alerts shared with PyTorch. Activations come
-from forward hooks on the watched cells; activation gradients from tensor hooks those forward hooks put on
-the cells' outputs (not a cell backward hook, which wraps the cell in an identity node and changes what a
-dump and the user's graph see), each row carrying the micro-batch it belongs to. With ``cc_distribution``
-the communication functions are wrapped while monitoring is on (:mod:`.collectives`). Cell hooks run in
-PyNative mode only.
+gradient this rank computed, and is otherwise the same numbers) and the parameters before the update; a
+forward hook, run when the update returned, reads Adam's moments (``moment1``/``moment2``, written as
+upstream's ``exp_avg``/``exp_avg_sq``) and the updated parameters, and ends the step: one host transfer, then
+the writers and alerts shared with PyTorch. Activations come from forward hooks on the watched cells;
+activation gradients from tensor hooks those forward hooks put on the cells' outputs (not a cell backward
+hook, which wraps the cell in an identity node and changes what a dump and the user's graph see), each row
+carrying the micro-batch it belongs to. With ``cc_distribution`` the communication functions are wrapped while
+monitoring is on (:mod:`.collectives`). Cell hooks run in PyNative mode only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import logging
 
 from msprobe.core.config.errors import ConfigError, Problem
 from msprobe.core.monitor.collectives import CollectiveWatch
-from msprobe.core.monitor.collector import StepCollector, labelled
+from msprobe.core.monitor.collector import LayoutMemo, StepCollector, labelled
 from msprobe.core.monitor.config import check_set_monitor_arguments
 from msprobe.core.monitor.records import (
     ACTV,
@@ -30,7 +30,6 @@ from msprobe.core.monitor.records import (
     GRAD_UNREDUCED,
     PARAM_ORIGIN,
     PARAM_UPDATED,
-    StepMetrics,
 )
 from msprobe.core.monitor.run import MonitorRun
 from msprobe.mindspore.monitor.collectives import MindSporeCollectives
@@ -61,6 +60,7 @@ class TrainerMon:
         self.reduced_apart = False  # data parallel: the optimizer's gradients are not the ones this rank computed
         self.collectives: CollectiveWatch | None = None
         self.failed: set[str] = set()  # metric sources left out after an error, for the whole run
+        self.layouts = LayoutMemo()  # the last step's rows, for the next step's collector
         self.optimizer = None
         self.cells: list = []
         self.forwards = 0  # calls of the model since the last optimizer call: the micro-batches begun
@@ -98,9 +98,10 @@ class TrainerMon:
             self._remove_hooks()
         elif not self.hooked:
             self._install_hooks()
-        buffer = StepBuffer(self.run.reductions, config.eps)
-        self.collector = StepCollector(config.ops, self.run.reductions, buffer, self.failed) if self.run.collects(
-            self.step) else None
+        self.collector = None
+        if self.run.collects(self.step):
+            buffer = StepBuffer(self.run.reductions, config.eps)
+            self.collector = StepCollector(config.ops, self.run.reductions, buffer, self.failed, self.layouts)
 
     def _install_hooks(self) -> None:
         config = self.run.config
@@ -199,7 +200,7 @@ class TrainerMon:
                             self._parameters(group, list(moments))
                 if config.param_distribution:
                     self._parameters(PARAM_UPDATED, list(self.optimizer.parameters))
-                self.run.write(StepMetrics(self.step, self.rank, config.ops, self.collector.rows()))
+                self.run.write(self.collector.metrics(self.step, self.rank))
                 if self.collectives is not None and config.cc_distribution.log_only:
                     self.collectives.write_stacks(self.run.directory)
         except Exception as error:

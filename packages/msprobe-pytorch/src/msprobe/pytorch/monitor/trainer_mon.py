@@ -24,7 +24,7 @@ from torch import nn
 from msprobe.core.config.errors import ConfigError, Problem
 from msprobe.core.monitor.alerts import Alert
 from msprobe.core.monitor.collectives import CollectiveWatch
-from msprobe.core.monitor.collector import StepCollector
+from msprobe.core.monitor.collector import LayoutMemo, StepCollector
 from msprobe.core.monitor.config import check_set_monitor_arguments
 from msprobe.core.monitor.records import (
     EXP_AVG,
@@ -33,7 +33,6 @@ from msprobe.core.monitor.records import (
     GRAD_UNREDUCED,
     PARAM_ORIGIN,
     PARAM_UPDATED,
-    StepMetrics,
 )
 from msprobe.core.monitor.run import MonitorRun
 from msprobe.pytorch.monitor.collect import ModuleWatch
@@ -86,6 +85,7 @@ class TrainerMon:
         self.handles: list = []
         self.hooked = False  # hooks on (a config of weight gradients alone puts none on the model)
         self.failed: set[str] = set()  # metric sources left out after an error, for the whole run
+        self.layouts = LayoutMemo()  # the last step's rows, for the next step's collector
         self.params: list = []  # (vpp, name, parameter) watched, listed when the hooks go on
         self.expert_params: list = []  # (vpp, name, parameter) of fused experts' 3-D weights (moe_distribution)
         self.models: list[nn.Module] = []
@@ -157,7 +157,7 @@ class TrainerMon:
     def _new_collector(self) -> StepCollector:
         config = self.run.config
         buffer = StepBuffer(self.run.reductions, config.eps)
-        return StepCollector(config.ops, self.run.reductions, buffer, self.failed)
+        return StepCollector(config.ops, self.run.reductions, buffer, self.failed, self.layouts)
 
     def _install_hooks(self) -> None:
         config = self.run.config
@@ -310,8 +310,7 @@ class TrainerMon:
                 self._add_parameter_group(group, lambda p, key=key: _local(state.get(p, {}).get(key)))
         if config.param_distribution:
             self._add_parameter_group(PARAM_UPDATED, lambda p: _local(p.detach()))
-        rows = collector.rows()
-        alert = self.run.write(StepMetrics(self.step, self.rank, config.ops, rows))
+        alert = self.run.write(collector.metrics(self.step, self.rank))
         if self.collectives is not None and config.cc_distribution.log_only:
             self.collectives.write_stacks(self.run.directory)
         return alert
