@@ -23,9 +23,8 @@ MICRO_STEP_GROUPS = (ACTV, ACTV_GRAD, EXPERT_LOAD, ROUTER_ENTROPY)
 
 
 class MetricRow(NamedTuple):
-    """One tensor's values of the configured ops. ``order`` is its place in the step's execution
-    (forward hooks, then backward, then the optimizer's), which alerts use to name the first jump.
-    (A named tuple: a step makes hundreds.)"""
+    """One tensor's values of the configured ops, as :attr:`StepMetrics.rows` hands them out. ``order`` is its
+    place in the step's execution (forward hooks, then backward, then the optimizer's)."""
 
     group: str
     name: str
