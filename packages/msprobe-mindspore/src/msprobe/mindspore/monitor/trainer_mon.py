@@ -111,8 +111,9 @@ class TrainerMon:
             self.collectives = CollectiveWatch(lambda: self.collector, config.cc_distribution, MindSporeCollectives())
             self.handles.append(self.collectives.install())
         if config.wg_distribution and self.reduced_apart:
-            self.handles += [param.register_hook(self._unreduced_hook(param.name))
-                             for param in self.optimizer.parameters if param.requires_grad]
+            self.handles += [
+                param.register_hook(self._gradient_hook(GRAD_UNREDUCED, param.name, None, GRAD_UNREDUCED, True))
+                for param in self.optimizer.parameters if param.requires_grad]
         self.hooked = True
 
     def _remove_hooks(self) -> None:
@@ -134,38 +135,27 @@ class TrainerMon:
                 if forward and named:
                     collector.add(ACTV, named, micro)
                 for label, tensor in outs if backward else ():
-                    tensor.register_hook(self._grad_hook(label, micro))
+                    tensor.register_hook(self._gradient_hook(ACTV_GRAD, label, micro, label))
             except Exception as error:
                 collector.guard(name, error)
 
         return hook
 
-    def _grad_hook(self, label: str, micro: int):
-        """A tensor hook on an output: the gradient reaching it, read and left unchanged (the hook returns None)."""
+    def _gradient_hook(self, group: str, name: str, micro: int | None, source: str, last_micro_only: bool = False):
+        """A tensor hook: the gradient reaching a cell's output (``actv_grad``) or, in a data-parallel job, a
+        parameter (``grad_unreduced``: the gradient autograd computed on this rank, before the reduce, in the
+        step's last micro-batch; with accumulation the last micro-batch's, the sum being the training
+        code's). It reads and leaves the gradient unchanged (it returns None); ``source`` is what an error
+        leaves out."""
         def hook(grad):
             collector = self.collector
-            if collector is None or not measurable(grad) or label in collector.failed:
+            if (collector is None or source in collector.failed or not measurable(grad)
+                    or (last_micro_only and self.micro_step < self.grad_acc_steps - 1)):
                 return
             try:
-                collector.add(ACTV_GRAD, [(label, grad)], micro)
+                collector.add(group, [(name, grad)], micro)
             except Exception as error:
-                collector.guard(label, error)
-
-        return hook
-
-    def _unreduced_hook(self, name: str):
-        """A parameter's hook: the gradient autograd computed on this rank, before the data-parallel reduce (in
-        the step's last micro-batch; with accumulation that is the last micro-batch's gradient, the sum
-        being the training code's)."""
-        def hook(grad):
-            collector = self.collector
-            if (collector is None or self.micro_step < self.grad_acc_steps - 1 or GRAD_UNREDUCED in collector.failed
-                    or not measurable(grad)):
-                return
-            try:
-                collector.add(GRAD_UNREDUCED, [(name, grad)], None)
-            except Exception as error:
-                collector.guard(GRAD_UNREDUCED, error)
+                collector.guard(source, error)
 
         return hook
 
