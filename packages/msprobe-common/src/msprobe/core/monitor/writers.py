@@ -56,7 +56,7 @@ def _csv_fields(fields: list) -> str:
 
 class CsvWriter:
     def __init__(self, directory: Path, ndigits: int, steps_per_file: int) -> None:
-        self.directory, self.ndigits, self.steps_per_file = directory, ndigits, steps_per_file
+        self.directory, self.ndigits, self.steps_per_file = os.fspath(directory), ndigits, steps_per_file
         self.open_files: dict[str, TextIO] = {}
         self.layout: RowLayout | None = None
         self.plan: dict[str, list[tuple[int, str, str, str]]] = {}  # the layout's, see _plan
@@ -81,13 +81,13 @@ class CsvWriter:
         if metrics.layout is not self.layout:
             self.layout, self.plan = metrics.layout, self._plan(metrics.layout)
         step, ndigits, values = metrics.step, self.ndigits, metrics.values.tolist()
-        paths = {self.path(group, step) for group in self.plan}
-        for stale in [path for path in self.open_files if path not in paths]:
+        paths = {group: self.path(group, step) for group in self.plan}
+        for stale in [path for path in self.open_files if path not in paths.values()]:
             self.open_files.pop(stale).close()  # its block of steps is over
         for group, rows in self.plan.items():
             text = [f"{before}{step}{micro},{','.join([str(round(v, ndigits)) for v in values[index]])}{after}"
                     for index, before, micro, after in rows]
-            path = self.path(group, step)
+            path = paths[group]
             handle = self.open_files.get(path)
             if handle is None:
                 handle = self.open_files[path] = _append_handle(path)
