@@ -2,7 +2,9 @@
 the round-robin over modes in one process, and the result table.
 
 Modes run round by round (every mode once per round) so that machine noise hits all of them alike;
-each step is timed in wall time and in this process's CPU time (the steadier one on a shared machine).
+each step is timed in wall time, in this process's CPU time (the steadier one on a shared machine) and in
+the CPU time of the thread that runs it (the step's Python without a framework's worker threads, which
+MindSpore's spin while they wait: docs/performance.md#round-9-2026-12-06-the-main-threads-share).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from msprobe.core.lifecycle.debugger import BaseDebugger
 
-Sample = tuple[float, float]  # (wall seconds, CPU seconds) of one step
+Sample = tuple[float, float, float]  # (wall seconds, CPU seconds, main-thread CPU seconds) of one step
 ModeSpec = dict | Callable[[Path], Any] | None  # config keys, a stand-in's factory (PlainFiles), or bare
 
 
@@ -62,14 +64,15 @@ def time_steps(batches: Iterable[Any], train_step: Callable[[Any], None], debugg
     """Run ``train_step`` on every batch inside start/stop/step of ``debugger`` (None: bare)."""
     samples = []
     for batch in batches:
-        begin, begin_cpu = time.perf_counter(), time.process_time()
+        begin, begin_cpu, begin_thread = time.perf_counter(), time.process_time(), time.thread_time()
         if debugger is not None:
             debugger.start(model)
         train_step(batch)
         if debugger is not None:
             debugger.stop()
             debugger.step()
-        samples.append((time.perf_counter() - begin, time.process_time() - begin_cpu))
+        samples.append((time.perf_counter() - begin, time.process_time() - begin_cpu,
+                        time.thread_time() - begin_thread))
     return samples
 
 

@@ -10,7 +10,8 @@ the forward entries one statistics-L1 step writes in that framework (printed), f
 (CPU and wall) and from the fastest ones, over two baselines: ``bare`` as the user runs it and ``bare
 synchronous`` (``harness.SynchronousBare``: MindSpore's executor mode under capture, without capture). Each
 round runs every mode of PyTorch, then every mode of MindSpore, so machine noise falls on both; MindSpore's
-CPU time includes its executor threads.
+CPU time includes its executor threads, which spin while they wait for work, and the main thread's CPU time
+(``main``) leaves them out: what msprobe's Python and the operators it runs cost.
 
     python tools/bench/tinyops.py [--rounds 5] [--steps 8] [--layers 30]
 """
@@ -123,28 +124,29 @@ def report(samples: dict[tuple[str, str], list], calls: dict[str, int]) -> None:
         mine, bare = (pick([s[column] for s in samples[(name, m)]]) for m in (mode, base))
         return (mine - bare) / calls[name] * 1e6
 
+    picks = ((statistics.median, 1), (min, 1), (statistics.median, 0), (statistics.median, 2))
     print(f"captured forward calls per step: {calls}")
-    print(f"{'framework':10s} {'mode':17s} {'cpu ms/step':>11s} {'wall ms/step':>12s}   µs per call over bare: "
-          "cpu, cpu (min), wall | over bare synchronous: cpu, cpu (min), wall")
+    print(f"{'framework':10s} {'mode':17s} {'cpu ms/step':>11s} {'wall ms/step':>12s} {'main ms/step':>12s}   µs per "
+          "call over bare: cpu, cpu (min), wall, main | over bare synchronous: cpu, cpu (min), wall, main")
     figures = {}
     for name, mode in samples:
-        cpu = statistics.median(s[1] for s in samples[(name, mode)]) * 1e3
-        wall = statistics.median(s[0] for s in samples[(name, mode)]) * 1e3
-        line = f"{name:10s} {mode:17s} {cpu:11.2f} {wall:12.2f}"
+        wall, cpu, main = (statistics.median(s[column] for s in samples[(name, mode)]) * 1e3 for column in range(3))
+        line = f"{name:10s} {mode:17s} {cpu:11.2f} {wall:12.2f} {main:12.2f}"
         if mode.startswith("bare"):
             print(line)
             continue
         figures[(name, mode)] = [per_call(name, mode, base, pick, column) for base in ("bare", "bare synchronous")
-                                 for pick, column in ((statistics.median, 1), (min, 1), (statistics.median, 0))]
-        print(line + "   " + " ".join(f"{v:8.1f}" for v in figures[(name, mode)][:3]) + " |"
-              + " ".join(f"{v:8.1f}" for v in figures[(name, mode)][3:]))
+                                 for pick, column in picks]
+        print(line + "   " + " ".join(f"{v:8.1f}" for v in figures[(name, mode)][:4]) + " |"
+              + " ".join(f"{v:8.1f}" for v in figures[(name, mode)][4:]))
     for mode in MODES:
         if not mode.startswith("bare"):
             ratios = [m / t if t > 0 else float("inf")
                       for m, t in zip(figures[("mindspore", mode)], figures[("pytorch", mode)])]
             print(f"MindSpore / PyTorch, {mode}: over bare cpu {ratios[0]:.2f} (min {ratios[1]:.2f}, wall "
-                  f"{ratios[2]:.2f}); over bare synchronous cpu {ratios[3]:.2f} (min {ratios[4]:.2f}, wall "
-                  f"{ratios[5]:.2f})  {verdict(MINDSPORE_RATIO_TARGET, ratios[3], unit='x')} (cpu, synchronous)")
+                  f"{ratios[2]:.2f}, main {ratios[3]:.2f}); over bare synchronous cpu {ratios[4]:.2f} (min "
+                  f"{ratios[5]:.2f}, wall {ratios[6]:.2f}, main {ratios[7]:.2f})  "
+                  f"{verdict(MINDSPORE_RATIO_TARGET, ratios[4], unit='x')} (cpu, synchronous)")
 
 
 if __name__ == "__main__":

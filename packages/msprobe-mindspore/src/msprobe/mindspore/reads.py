@@ -18,6 +18,10 @@ same order, so the same numbers, and every one of those reads is then immediate
 A tensor's dtype and shape are read once while it is in use (:func:`seen`): one call's output is the next
 call's input, and its record, its statistics and the backward capture all ask for them (each read goes
 through MindSpore's C++ tensor; docs/performance.md#round-8-2026-12-06-metadata-read-once-output-hooks-on-nodes).
+
+At the settle, after one wait for everything queued, numpy looks at each plain tensor's host memory through
+the array interface (:func:`_host_array`) instead of ``asnumpy()``, whose own wait and buffer-format parse cost
+about three times as much per tensor (docs/performance.md#round-9-2026-12-06-the-main-threads-share).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import mindspore
 from msprobe.core.contract import TensorStats, UserComputationError
 from msprobe.core.dump.host_stats import HostCopy, host_stats
 from msprobe.core.services.handles import Handle
+from msprobe.mindspore.private_api import _pynative_executor
 
 # Tensors held for a later read keep their memory: past this many bytes the reads are made at once.
 PENDING_MAX_BYTES = 64 << 20
@@ -115,8 +120,9 @@ def settle() -> None:
     _pending.clear()
     _pending_bytes = 0
     try:
+        _wait_for_queue()
         for read in reads:
-            read.result, read.tensor = read.reduce(read_host(read.tensor)), None
+            read.result, read.tensor = read.reduce(_host_array(read.tensor)), None
     except UserComputationError:
         for read in reads:
             if read.tensor is not None:
@@ -133,6 +139,46 @@ def read_host(tensor: mindspore.Tensor) -> np.ndarray:
         return tensor.asnumpy()
     except RuntimeError as error:
         raise UserComputationError(error) from error
+
+
+def _wait_for_queue() -> None:
+    """Wait once until MindSpore's executor has run everything queued (its error, if one failed, is the
+    user's, as at :func:`read_host`)."""
+    try:
+        _pynative_executor.sync()
+    except RuntimeError as error:
+        raise UserComputationError(error) from error
+
+
+# numpy's type string of each dtype :func:`_host_array` reads from host memory directly
+_TYPESTRS = {dtype: np.dtype(mindspore.dtype_to_nptype(dtype)).str for dtype in (
+    mindspore.float16, mindspore.float32, mindspore.float64, mindspore.int8, mindspore.int16, mindspore.int32,
+    mindspore.int64, mindspore.uint8, mindspore.uint16, mindspore.uint32, mindspore.uint64, mindspore.bool_)}
+
+
+class _HostMemory:
+    """A tensor's host memory as numpy's array interface describes it; it holds the tensor, so an array
+    made from it keeps the memory alive."""
+
+    __slots__ = ("__array_interface__", "tensor")
+
+    def __init__(self, tensor: mindspore.Tensor, address: int, typestr: str) -> None:
+        self.__array_interface__ = {"data": (address, True), "shape": tuple(tensor.shape), "typestr": typestr,
+                                    "version": 3}
+        self.tensor = tensor
+
+
+def _host_array(tensor: mindspore.Tensor) -> np.ndarray:
+    """:func:`read_host` once the queue is run (:func:`_wait_for_queue`): a contiguous tensor of a plain dtype
+    is taken at its address (its storage offset included), read-only and shared like ``asnumpy()``'s array;
+    anything else (a strided view, an initializer not run yet, bfloat16, complex) through ``asnumpy()``."""
+    typestr = _TYPESTRS.get(tensor.dtype)
+    if typestr is None or tensor.has_init or not tensor.is_contiguous():
+        return read_host(tensor)
+    address = tensor._data_ptr()
+    if not address:  # no memory (an empty tensor)
+        return read_host(tensor)
+    return np.asarray(_HostMemory(tensor, address, typestr))
 
 
 def synchronous_capture() -> Handle:
