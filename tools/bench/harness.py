@@ -41,20 +41,21 @@ def make_debugger(debugger_cls: Any, spec: ModeSpec, dump_path: Path) -> Any:
 
 class SynchronousBare:
     """A MindSpore mode that stands in for a debugger: no capture, but PyNative runs each operator at its call
-    between start() and stop(), as it does under capture on the CPU (``msprobe.mindspore.reads``). A mode's
-    cost over this row is msprobe's own work; over ``bare`` it is what the user sees, the executor's mode
-    included (docs/performance.md#round-7-2026-12-05-the-same-tiny-ops-in-both-frameworks)."""
+    between start() and stop(), switched as capture switches it on the CPU (``reads.synchronous_capture``). A
+    mode's cost over this row is msprobe's own work; over ``bare`` it is what the user sees, the executor's
+    mode included (docs/performance.md#round-7-2026-12-05-the-same-tiny-ops-in-both-frameworks)."""
 
     def __init__(self, dump_path: Path | None = None) -> None:
-        import mindspore
+        from msprobe.mindspore import reads
 
-        self._ms = mindspore
+        self._switch = reads.synchronous_capture
+        self._handle: Any = None
 
     def start(self, model: Any) -> None:
-        self._ms.set_context(pynative_synchronize=True)
+        self._handle = self._switch()
 
     def stop(self) -> None:
-        self._ms.set_context(pynative_synchronize=False)
+        self._handle.remove()
 
     def step(self) -> None:
         pass

@@ -35,7 +35,7 @@ import mindspore
 from msprobe.core.contract import TensorStats, UserComputationError
 from msprobe.core.dump.host_stats import HostCopy, host_stats
 from msprobe.core.services.handles import Handle
-from msprobe.mindspore.private_api import _pynative_executor
+from msprobe.mindspore.private_api import _pynative_executor, pynative_synchronize, set_pynative_synchronize
 
 # Tensors held for a later read keep their memory: past this many bytes the reads are made at once.
 PENDING_MAX_BYTES = 64 << 20
@@ -151,9 +151,9 @@ def _wait_for_queue() -> None:
 
 
 # numpy's type string of each dtype :func:`_host_array` reads from host memory directly
-_TYPESTRS = {dtype: np.dtype(mindspore.dtype_to_nptype(dtype)).str for dtype in (
-    mindspore.float16, mindspore.float32, mindspore.float64, mindspore.int8, mindspore.int16, mindspore.int32,
-    mindspore.int64, mindspore.uint8, mindspore.uint16, mindspore.uint32, mindspore.uint64, mindspore.bool_)}
+_TYPESTRS = {getattr(mindspore, name): np.dtype(name).str for name in (
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}
+_TYPESTRS[mindspore.bool_] = np.dtype(np.bool_).str
 
 
 class _HostMemory:
@@ -185,7 +185,7 @@ def synchronous_capture() -> Handle:
     """PyNative runs each operator at its call while capture is on, on the CPU (the module's docstring says
     why); the user's setting comes back when the handle is removed. Elsewhere (Ascend, GPU) the device runs
     asynchronously as the user set it: nothing changes."""
-    if mindspore.get_context("device_target") != "CPU" or mindspore.get_context("pynative_synchronize"):
+    if mindspore.get_context("device_target") != "CPU" or pynative_synchronize():
         return Handle()
-    mindspore.set_context(pynative_synchronize=True)
-    return Handle(lambda: mindspore.set_context(pynative_synchronize=False))
+    set_pynative_synchronize(True)
+    return Handle(lambda: set_pynative_synchronize(False))
