@@ -13,7 +13,7 @@ round runs every mode of PyTorch, then every mode of MindSpore, so machine noise
 CPU time includes its executor threads, which spin while they wait for work, and the main thread's CPU time
 (``main``) leaves them out: what msprobe's Python and the operators it runs cost.
 
-    python tools/bench/tinyops.py [--rounds 5] [--steps 8] [--layers 30]
+    python tools/bench/tinyops.py [--rounds 5] [--steps 8] [--layers 30] [--mindspore-threads 0]
 """
 
 from __future__ import annotations
@@ -61,7 +61,10 @@ def torch_setup(layers: int) -> tuple[Any, Callable[[Any], None], Any, Any]:
     return torch.nn.Module(), train_step, PrecisionDebugger, batch
 
 
-def mindspore_setup(layers: int) -> tuple[Any, Callable[[Any], None], Any, Any]:
+def mindspore_setup(layers: int, threads: int = 0) -> tuple[Any, Callable[[Any], None], Any, Any]:
+    """``threads``: MindSpore's CPU kernel threads (``mindspore.device_context.cpu.op_tuning.threads_num``,
+    which MindSpore takes once, before its first operator); 0 leaves MindSpore's default pool, whose idle
+    threads spin between operators (docs/performance.md#round-9-2026-12-06-the-main-threads-share)."""
     import mindspore as ms
     import numpy as np
     from mindspore import Parameter, Tensor, nn, ops
@@ -69,6 +72,8 @@ def mindspore_setup(layers: int) -> tuple[Any, Callable[[Any], None], Any, Any]:
     from msprobe.mindspore import PrecisionDebugger
 
     ms.set_context(mode=ms.PYNATIVE_MODE)
+    if threads:
+        ms.device_context.cpu.op_tuning.threads_num(threads)
     rng = np.random.default_rng(0)
     params = [Parameter(Tensor(rng.standard_normal(shape).astype(np.float32) * 0.3), name=f"p{k}_{i}")
               for i in range(layers) for k, shape in enumerate(((WIDTH, WIDTH), (WIDTH,)))]
@@ -93,9 +98,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--layers", type=int, default=30)
+    parser.add_argument("--mindspore-threads", type=int, default=0,
+                        help="MindSpore's CPU kernel threads (PyTorch runs on 1 here); 0: MindSpore's default")
     args = parser.parse_args()
     logging.getLogger("msprobe").setLevel(logging.ERROR)
-    setups = {"pytorch": torch_setup(args.layers), "mindspore": mindspore_setup(args.layers)}
+    setups = {"pytorch": torch_setup(args.layers), "mindspore": mindspore_setup(args.layers, args.mindspore_threads)}
     calls = {name: count_forward_calls(*setup) for name, setup in setups.items()}
     samples: dict[tuple[str, str], list] = {(name, mode): [] for name in setups for mode in MODES}
     scratch = Path(tempfile.mkdtemp(prefix="msprobe-tinyops-"))
