@@ -72,11 +72,12 @@ class grad_recording_off(grad_recording_as):
         super().__init__(False)
 
 
-_DIFFERENTIABLE = frozenset(mstype.float_type + mstype.complex_type)  # is_floating_point or is_complex
+# is_floating_point or is_complex, by name: comparing the names costs 20 ns, comparing MindSpore dtypes 250 ns
+_DIFFERENTIABLE = frozenset(str(dtype) for dtype in mstype.float_type + mstype.complex_type)
 
 
 def _is_differentiable(value: Any) -> bool:
-    return isinstance(value, mindspore.Tensor) and reads.seen(value).dtype in _DIFFERENTIABLE
+    return isinstance(value, mindspore.Tensor) and reads.seen(value).dtype_name in _DIFFERENTIABLE
 
 
 class TensorSlots:
