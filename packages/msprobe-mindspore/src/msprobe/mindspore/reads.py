@@ -34,7 +34,7 @@ import numpy as np
 import mindspore
 from msprobe.core.contract import TensorStats, UserComputationError
 from msprobe.core.dump.host_stats import HostCopy, host_stats
-from msprobe.core.services.handles import Handle
+from msprobe.core.services.handles import Handle, HandleGroup
 from msprobe.mindspore.private_api import _pynative_executor, pynative_synchronize, set_pynative_synchronize
 
 # Tensors held for a later read keep their memory: past this many bytes the reads are made at once.
@@ -182,9 +182,18 @@ def _host_array(tensor: mindspore.Tensor) -> np.ndarray:
 
 def synchronous_capture() -> Handle:
     """PyNative runs each operator at its call while capture is on, on the CPU (the module's docstring says
-    why); the user's setting comes back when the handle is removed. Elsewhere (Ascend, GPU) the device runs
-    asynchronously as the user set it: nothing changes."""
-    if mindspore.get_context("device_target") != "CPU" or pynative_synchronize():
+    why), and its front-end and gradient-graph pipelines run in the calling thread (as under
+    ``mindspore.saved_tensors_hooks``): once the process ran operators asynchronously, those pipelines' queue
+    threads otherwise take each synchronous operator in turn and a captured step waits on them, 15–20 % of its
+    time (docs/performance.md#round-9-2026-12-06-the-main-threads-share). The user's settings come back when
+    the handle is removed. Elsewhere (Ascend, GPU) the device runs asynchronously as the user set it: nothing
+    changes."""
+    if mindspore.get_context("device_target") != "CPU":
         return Handle()
-    set_pynative_synchronize(True)
-    return Handle(lambda: set_pynative_synchronize(False))
+    handles = HandleGroup()
+    if not _pynative_executor.disable_frontend_and_bprop_pipeline():  # it was on: on again at the end
+        handles.add(Handle(_pynative_executor.enable_frontend_and_bprop_pipeline))
+    if not pynative_synchronize():
+        set_pynative_synchronize(True)
+        handles.add(Handle(lambda: set_pynative_synchronize(False)))
+    return handles
