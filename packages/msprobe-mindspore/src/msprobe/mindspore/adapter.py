@@ -51,9 +51,6 @@ class MindSporeTensorAdapter(StatsAdapterBase):
     tensor_suffix = ".npy"
     tensor_type = mindspore.Tensor
 
-    def __init__(self) -> None:
-        self._on_host: bool | None = None  # MindSpore computes on the CPU; asked at the first tensor
-
     def describe(self, tensor: mindspore.Tensor) -> TensorRecord:
         seen = reads.seen(tensor)
         return TensorRecord(self.type_name, seen.dtype_name, seen.shape)
@@ -76,11 +73,7 @@ class MindSporeTensorAdapter(StatsAdapterBase):
 
     def _stats(self, tensor: mindspore.Tensor, dtype_name: str
                ) -> StatsHandle | DeviceCopy | reads.PendingRead | TensorStats:
-        if self._on_host is None:
-            # Once: by the first tensor MindSpore's device is fixed, and asking costs ≈ 16 µs, as much as
-            # the statistics of a small tensor (it was asked for every tensor).
-            self._on_host = mindspore.get_context("device_target") == "CPU"
-        if self._on_host:
+        if reads.on_cpu():
             if dtype_name == _BFLOAT16:  # the name: comparing MindSpore dtypes costs 0.5 µs
                 tensor = tensor.astype(mindspore.float32)  # numpy has no bfloat16; exact widening
             return reads.note(tensor)
