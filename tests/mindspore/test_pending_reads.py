@@ -159,3 +159,23 @@ def test_capture_on_the_cpu_runs_each_operator_at_its_call_and_gives_the_users_s
     data = dump_data(tmp_path / "dump")
     record = only(data, "Functional.exp")["input_args"][0]
     assert record["Max"] == pytest.approx(float((X * 2).max())) and record["Min"] == pytest.approx(float((X * 2).min()))
+
+
+def test_a_saved_tensors_hooks_block_open_across_stop_keeps_the_pipelines_it_needs(tmp_path):
+    """Capture runs PyNative's pipelines in the calling thread (msprobe.mindspore.reads.synchronous_capture)
+    and turns them back on at stop(), except while a saved_tensors_hooks block opened during capture is still
+    open: its hooks need them in the calling thread, and its pack hook still sees every saved tensor."""
+    packed = []
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "dump"), task="statistics", level="L1")
+    debugger.start()
+    hooks = ms.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t)
+    hooks.__enter__()
+    debugger.stop()
+    debugger.step()
+    assert _pynative_executor.disable_frontend_and_bprop_pipeline() is True  # still in the calling thread
+    weight = Parameter(Tensor(X), name="w")
+    grads = ms.grad(lambda x: ops.sum(ops.mul(x, weight)), grad_position=None, weights=[weight])(Tensor(X))
+    hooks.__exit__(None, None, None)
+    np.testing.assert_array_equal(grads[0].asnumpy(), X)
+    assert packed  # the pack hook ran
+    _pynative_executor.enable_frontend_and_bprop_pipeline()

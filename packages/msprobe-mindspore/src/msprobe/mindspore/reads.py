@@ -195,6 +195,14 @@ def _host_array(tensor: mindspore.Tensor) -> np.ndarray:
     return np.asarray(_HostMemory(tensor, address, typestr))
 
 
+def _pipelines_on_again() -> None:
+    """The pipelines back in their threads, unless a ``mindspore.saved_tensors_hooks`` block entered during
+    capture is still open: its hooks need them in the calling thread, and the block, having found them so,
+    leaves them there when it ends (they stay so: slower, the same numbers)."""
+    if not _pynative_executor.is_saved_tensor_hook_active():
+        _pynative_executor.enable_frontend_and_bprop_pipeline()
+
+
 def synchronous_capture() -> Handle:
     """PyNative runs each operator at its call while capture is on, on the CPU (the module's docstring says
     why), and its front-end and gradient-graph pipelines run in the calling thread (as under
@@ -207,7 +215,7 @@ def synchronous_capture() -> Handle:
         return Handle()
     handles = HandleGroup()
     if not _pynative_executor.disable_frontend_and_bprop_pipeline():  # it was on: on again at the end
-        handles.add(Handle(_pynative_executor.enable_frontend_and_bprop_pipeline))
+        handles.add(Handle(_pipelines_on_again))
     if not pynative_synchronize():
         set_pynative_synchronize(True)
         handles.add(Handle(lambda: set_pynative_synchronize(False)))
