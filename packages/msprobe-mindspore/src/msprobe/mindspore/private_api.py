@@ -25,7 +25,6 @@ from mindspore.context import _context
 KERNEL_SEEDS: dict = importlib.import_module("mindspore.common.seed")._KERNEL_SEED
 
 
-
 def pynative_synchronize() -> bool:
     """``mindspore.get_context("pynative_synchronize")``."""
     return bool(_context().get_param(ms_ctx_param.pynative_synchronize))

@@ -120,7 +120,7 @@ def settle() -> None:
     _pending_bytes = 0
     try:
         read_one = read_host
-        if reads and on_cpu():  # elsewhere (xor checksums on a device) the address is the device's
+        if reads and _ADDRESSES and on_cpu():  # elsewhere (xor checksums on a device) the address is the device's
             _wait_for_queue()
             read_one = _host_array
         for read in reads:
@@ -164,6 +164,8 @@ def _wait_for_queue() -> None:
         raise UserComputationError(error) from error
 
 
+# A tensor's address (private, checked once: without it every read goes through asnumpy())
+_ADDRESSES = hasattr(mindspore.Tensor, "_data_ptr")
 # numpy's type string of each dtype :func:`_host_array` reads from host memory directly
 _TYPESTRS = {getattr(mindspore, name): np.dtype(name).str for name in (
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}
