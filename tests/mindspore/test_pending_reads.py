@@ -13,6 +13,7 @@ import pytest
 from mindspore import Parameter, Tensor, nn, ops
 
 from msprobe.mindspore import PrecisionDebugger
+from msprobe.mindspore.private_api import _pynative_executor
 
 X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], np.float32)
 
@@ -138,13 +139,14 @@ def test_set_data_after_the_call_does_not_reach_the_record(tmp_path):
 
 
 def test_capture_on_the_cpu_runs_each_operator_at_its_call_and_gives_the_users_setting_back(tmp_path):
-    """While capture is on, PyNative runs synchronously on the CPU (msprobe.mindspore.reads): an operator's
-    error comes at its own call in the user's code, the records before it hold their numbers, and the
-    asynchronous executor the user had is back after stop()."""
+    """While capture is on, PyNative runs synchronously on the CPU, its front-end and gradient pipelines in the
+    calling thread (msprobe.mindspore.reads): an operator's error comes at its own call in the user's code, the
+    records before it hold their numbers, and the asynchronous executor the user had is back after stop()."""
     assert ms.get_context("pynative_synchronize") is False
     debugger = PrecisionDebugger(dump_path=str(tmp_path / "dump"), task="statistics", level="L1")
     debugger.start()
     assert ms.get_context("pynative_synchronize") is True
+    assert _pynative_executor.disable_frontend_and_bprop_pipeline() is True  # off already: in the calling thread
     doubled = ops.mul(Tensor(X), 2.0)
     with pytest.raises(RuntimeError, match="Gather"):
         ops.gather(Tensor(X[0]), Tensor(np.array([5], np.int32)), 0)  # raised here, not at a later read
@@ -152,6 +154,28 @@ def test_capture_on_the_cpu_runs_each_operator_at_its_call_and_gives_the_users_s
     debugger.stop()
     debugger.step()
     assert ms.get_context("pynative_synchronize") is False
+    assert _pynative_executor.disable_frontend_and_bprop_pipeline() is False  # the pipelines are on again
+    _pynative_executor.enable_frontend_and_bprop_pipeline()
     data = dump_data(tmp_path / "dump")
     record = only(data, "Functional.exp")["input_args"][0]
     assert record["Max"] == pytest.approx(float((X * 2).max())) and record["Min"] == pytest.approx(float((X * 2).min()))
+
+
+def test_a_saved_tensors_hooks_block_open_across_stop_keeps_the_pipelines_it_needs(tmp_path):
+    """Capture runs PyNative's pipelines in the calling thread (msprobe.mindspore.reads.synchronous_capture)
+    and turns them back on at stop(), except while a saved_tensors_hooks block opened during capture is still
+    open: its hooks need them in the calling thread, and its pack hook still sees every saved tensor."""
+    packed = []
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "dump"), task="statistics", level="L1")
+    debugger.start()
+    hooks = ms.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t)
+    hooks.__enter__()
+    debugger.stop()
+    debugger.step()
+    assert _pynative_executor.disable_frontend_and_bprop_pipeline() is True  # still in the calling thread
+    weight = Parameter(Tensor(X), name="w")
+    grads = ms.grad(lambda x: ops.sum(ops.mul(x, weight)), grad_position=None, weights=[weight])(Tensor(X))
+    hooks.__exit__(None, None, None)
+    np.testing.assert_array_equal(grads[0].asnumpy(), X)
+    assert packed  # the pack hook ran
+    _pynative_executor.enable_frontend_and_bprop_pipeline()

@@ -2,7 +2,9 @@
 the round-robin over modes in one process, and the result table.
 
 Modes run round by round (every mode once per round) so that machine noise hits all of them alike;
-each step is timed in wall time and in this process's CPU time (the steadier one on a shared machine).
+each step is timed in wall time, in this process's CPU time (the steadier one on a shared machine) and in
+the CPU time of the thread that runs it (the step's Python without a framework's worker threads, which
+MindSpore's spin while they wait: docs/performance.md#round-9-2026-12-06-the-main-threads-share).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from msprobe.core.lifecycle.debugger import BaseDebugger
 
-Sample = tuple[float, float]  # (wall seconds, CPU seconds) of one step
+Sample = tuple[float, float, float]  # (wall seconds, CPU seconds, main-thread CPU seconds) of one step
 ModeSpec = dict | Callable[[Path], Any] | None  # config keys, a stand-in's factory (PlainFiles), or bare
 
 
@@ -39,20 +41,21 @@ def make_debugger(debugger_cls: Any, spec: ModeSpec, dump_path: Path) -> Any:
 
 class SynchronousBare:
     """A MindSpore mode that stands in for a debugger: no capture, but PyNative runs each operator at its call
-    between start() and stop(), as it does under capture on the CPU (``msprobe.mindspore.reads``). A mode's
-    cost over this row is msprobe's own work; over ``bare`` it is what the user sees, the executor's mode
-    included (docs/performance.md#round-7-2026-12-05-the-same-tiny-ops-in-both-frameworks)."""
+    between start() and stop(), switched as capture switches it on the CPU (``reads.synchronous_capture``). A
+    mode's cost over this row is msprobe's own work; over ``bare`` it is what the user sees, the executor's
+    mode included (docs/performance.md#round-7-2026-12-05-the-same-tiny-ops-in-both-frameworks)."""
 
     def __init__(self, dump_path: Path | None = None) -> None:
-        import mindspore
+        from msprobe.mindspore import reads
 
-        self._ms = mindspore
+        self._switch = reads.synchronous_capture
+        self._handle: Any = None
 
     def start(self, model: Any) -> None:
-        self._ms.set_context(pynative_synchronize=True)
+        self._handle = self._switch()
 
     def stop(self) -> None:
-        self._ms.set_context(pynative_synchronize=False)
+        self._handle.remove()
 
     def step(self) -> None:
         pass
@@ -62,14 +65,15 @@ def time_steps(batches: Iterable[Any], train_step: Callable[[Any], None], debugg
     """Run ``train_step`` on every batch inside start/stop/step of ``debugger`` (None: bare)."""
     samples = []
     for batch in batches:
-        begin, begin_cpu = time.perf_counter(), time.process_time()
+        begin, begin_cpu, begin_thread = time.perf_counter(), time.process_time(), time.thread_time()
         if debugger is not None:
             debugger.start(model)
         train_step(batch)
         if debugger is not None:
             debugger.stop()
             debugger.step()
-        samples.append((time.perf_counter() - begin, time.process_time() - begin_cpu))
+        samples.append((time.perf_counter() - begin, time.process_time() - begin_cpu,
+                        time.thread_time() - begin_thread))
     return samples
 
 

@@ -10,9 +10,10 @@ the forward entries one statistics-L1 step writes in that framework (printed), f
 (CPU and wall) and from the fastest ones, over two baselines: ``bare`` as the user runs it and ``bare
 synchronous`` (``harness.SynchronousBare``: MindSpore's executor mode under capture, without capture). Each
 round runs every mode of PyTorch, then every mode of MindSpore, so machine noise falls on both; MindSpore's
-CPU time includes its executor threads.
+CPU time includes its executor threads, which spin while they wait for work, and the main thread's CPU time
+(``main``) leaves them out: what msprobe's Python and the operators it runs cost.
 
-    python tools/bench/tinyops.py [--rounds 5] [--steps 8] [--layers 30]
+    python tools/bench/tinyops.py [--rounds 5] [--steps 8] [--layers 30] [--mindspore-threads 0] [--bare-first]
 """
 
 from __future__ import annotations
@@ -60,7 +61,10 @@ def torch_setup(layers: int) -> tuple[Any, Callable[[Any], None], Any, Any]:
     return torch.nn.Module(), train_step, PrecisionDebugger, batch
 
 
-def mindspore_setup(layers: int) -> tuple[Any, Callable[[Any], None], Any, Any]:
+def mindspore_setup(layers: int, threads: int = 0) -> tuple[Any, Callable[[Any], None], Any, Any]:
+    """``threads``: MindSpore's CPU kernel threads (``mindspore.device_context.cpu.op_tuning.threads_num``,
+    which MindSpore takes once, before its first operator); 0 leaves MindSpore's default pool, whose idle
+    threads spin between operators (docs/performance.md#round-9-2026-12-06-the-main-threads-share)."""
     import mindspore as ms
     import numpy as np
     from mindspore import Parameter, Tensor, nn, ops
@@ -68,6 +72,8 @@ def mindspore_setup(layers: int) -> tuple[Any, Callable[[Any], None], Any, Any]:
     from msprobe.mindspore import PrecisionDebugger
 
     ms.set_context(mode=ms.PYNATIVE_MODE)
+    if threads:
+        ms.device_context.cpu.op_tuning.threads_num(threads)
     rng = np.random.default_rng(0)
     params = [Parameter(Tensor(rng.standard_normal(shape).astype(np.float32) * 0.3), name=f"p{k}_{i}")
               for i in range(layers) for k, shape in enumerate(((WIDTH, WIDTH), (WIDTH,)))]
@@ -92,15 +98,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--layers", type=int, default=30)
+    parser.add_argument("--mindspore-threads", type=int, default=0,
+                        help="MindSpore's CPU kernel threads (PyTorch runs on 1 here); 0: MindSpore's default")
+    parser.add_argument("--bare-first", action="store_true",
+                        help="the warm-up's bare steps before the calls are counted: the process's first MindSpore "
+                             "operator runs asynchronously, as in a program that trains before it builds the debugger")
     args = parser.parse_args()
     logging.getLogger("msprobe").setLevel(logging.ERROR)
-    setups = {"pytorch": torch_setup(args.layers), "mindspore": mindspore_setup(args.layers)}
+    setups = {"pytorch": torch_setup(args.layers), "mindspore": mindspore_setup(args.layers, args.mindspore_threads)}
+    if args.bare_first:
+        warm_up(setups)
     calls = {name: count_forward_calls(*setup) for name, setup in setups.items()}
     samples: dict[tuple[str, str], list] = {(name, mode): [] for name in setups for mode in MODES}
     scratch = Path(tempfile.mkdtemp(prefix="msprobe-tinyops-"))
     try:
-        for model, train_step, _, batch in setups.values():
-            time_steps([batch] * 2, train_step, None, model)  # warm-up
+        if not args.bare_first:
+            warm_up(setups)
         for _ in range(args.rounds):
             for name, (model, train_step, debugger_cls, batch) in setups.items():
                 for mode, spec in MODES.items():
@@ -116,6 +129,14 @@ def main() -> None:
     report(samples, calls)
 
 
+def warm_up(setups: dict[str, tuple[Any, Callable[[Any], None], Any, Any]]) -> None:
+    """Two bare steps of each framework. Which mode MindSpore's first operator runs in changes what its
+    synchronous mode costs under capture afterwards (docs/performance.md#round-9-2026-12-06-the-main-threads-share):
+    by default the calls are counted first, under capture, so the first operator runs synchronously."""
+    for model, train_step, _, batch in setups.values():
+        time_steps([batch] * 2, train_step, None, model)
+
+
 def report(samples: dict[tuple[str, str], list], calls: dict[str, int]) -> None:
     """Per framework and mode, µs per captured call over ``bare`` (what the user sees) and over ``bare
     synchronous`` (msprobe's own work); then MindSpore's figures over PyTorch's."""
@@ -123,28 +144,29 @@ def report(samples: dict[tuple[str, str], list], calls: dict[str, int]) -> None:
         mine, bare = (pick([s[column] for s in samples[(name, m)]]) for m in (mode, base))
         return (mine - bare) / calls[name] * 1e6
 
+    picks = ((statistics.median, 1), (min, 1), (statistics.median, 0), (statistics.median, 2))
     print(f"captured forward calls per step: {calls}")
-    print(f"{'framework':10s} {'mode':17s} {'cpu ms/step':>11s} {'wall ms/step':>12s}   µs per call over bare: "
-          "cpu, cpu (min), wall | over bare synchronous: cpu, cpu (min), wall")
+    print(f"{'framework':10s} {'mode':17s} {'cpu ms/step':>11s} {'wall ms/step':>12s} {'main ms/step':>12s}   µs per "
+          "call over bare: cpu, cpu (min), wall, main | over bare synchronous: cpu, cpu (min), wall, main")
     figures = {}
     for name, mode in samples:
-        cpu = statistics.median(s[1] for s in samples[(name, mode)]) * 1e3
-        wall = statistics.median(s[0] for s in samples[(name, mode)]) * 1e3
-        line = f"{name:10s} {mode:17s} {cpu:11.2f} {wall:12.2f}"
+        wall, cpu, main = (statistics.median(s[column] for s in samples[(name, mode)]) * 1e3 for column in range(3))
+        line = f"{name:10s} {mode:17s} {cpu:11.2f} {wall:12.2f} {main:12.2f}"
         if mode.startswith("bare"):
             print(line)
             continue
         figures[(name, mode)] = [per_call(name, mode, base, pick, column) for base in ("bare", "bare synchronous")
-                                 for pick, column in ((statistics.median, 1), (min, 1), (statistics.median, 0))]
-        print(line + "   " + " ".join(f"{v:8.1f}" for v in figures[(name, mode)][:3]) + " |"
-              + " ".join(f"{v:8.1f}" for v in figures[(name, mode)][3:]))
+                                 for pick, column in picks]
+        print(line + "   " + " ".join(f"{v:8.1f}" for v in figures[(name, mode)][:4]) + " |"
+              + " ".join(f"{v:8.1f}" for v in figures[(name, mode)][4:]))
     for mode in MODES:
         if not mode.startswith("bare"):
             ratios = [m / t if t > 0 else float("inf")
                       for m, t in zip(figures[("mindspore", mode)], figures[("pytorch", mode)])]
             print(f"MindSpore / PyTorch, {mode}: over bare cpu {ratios[0]:.2f} (min {ratios[1]:.2f}, wall "
-                  f"{ratios[2]:.2f}); over bare synchronous cpu {ratios[3]:.2f} (min {ratios[4]:.2f}, wall "
-                  f"{ratios[5]:.2f})  {verdict(MINDSPORE_RATIO_TARGET, ratios[3], unit='x')} (cpu, synchronous)")
+                  f"{ratios[2]:.2f}, main {ratios[3]:.2f}); over bare synchronous cpu {ratios[4]:.2f} (min "
+                  f"{ratios[5]:.2f}, wall {ratios[6]:.2f}, main {ratios[7]:.2f})  "
+                  f"{verdict(MINDSPORE_RATIO_TARGET, ratios[4], unit='x')} (cpu, synchronous)")
 
 
 if __name__ == "__main__":
