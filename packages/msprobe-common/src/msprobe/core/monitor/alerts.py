@@ -93,7 +93,7 @@ class _Histories:
         self.count[slots] = np.minimum(self.count[slots] + 1, self.window)
 
 
-def _fired(rule: AlertRule, values: np.ndarray, count: np.ndarray, mean: np.ndarray) -> np.ndarray:
+def _fired(rule: AlertRule, values: np.ndarray, count: np.ndarray, mean: np.ndarray | None) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         finite, magnitude = np.isfinite(values), np.abs(values)
         if rule.name == "AnomalyNan":  # an infinite value only where the metric was finite before (float masks)
@@ -108,7 +108,7 @@ class AlertTracker:
     def __init__(self, rules: tuple[AlertRule, ...], directory: Path) -> None:
         self.rules = rules
         self.path = directory / ANOMALIES_FILE
-        self.history: dict[tuple, _Histories] = {}  # (rule number, op, window) -> its histories
+        self.history: dict[tuple, _Histories] = {}  # (op, window) -> its histories
         self.layout: RowLayout | None = None  # the last step's rows, and their keys in the histories
         self.keys: list[tuple] = []
         self.alerts: list[Alert] = []
@@ -122,15 +122,21 @@ class AlertTracker:
             self.keys = list(zip(layout.groups, layout.names, layout.micro_steps, layout.vpp_stages))
         columns = {op: index for index, op in enumerate(metrics.ops)}
         fired: list[tuple[int, int, str, AlertRule, float | None]] = []  # (row, watch, op, rule, mean)
-        watches = [(number, rule, op) for number, rule in enumerate(self.rules) for op in rule.ops if op in columns]
-        for watch, (number, rule, op) in enumerate(watches):
-            histories = self.history.setdefault((number, op, rule.window), _Histories(rule.window))
-            slots, values = histories.slots_of(self.keys), table[:, columns[op]]
-            count = histories.count[slots]
-            mean = histories.values[slots].sum(axis=1) / np.maximum(count, 1)
+        watches = [(rule, op) for rule in self.rules for op in rule.ops if op in columns]
+        judged: dict[tuple[str, int], list] = {}  # (op, window) -> [histories, slots, values, count, mean]
+        for watch, (rule, op) in enumerate(watches):
+            seen = judged.get((op, rule.window))
+            if seen is None:  # rules watching the same op over the same window share its histories
+                histories = self.history.setdefault((op, rule.window), _Histories(rule.window))
+                slots = histories.slots_of(self.keys)
+                seen = judged[op, rule.window] = [histories, slots, table[:, columns[op]], histories.count[slots], None]
+            histories, slots, values, count, mean = seen
+            turbulence = rule.name == "AnomalyTurbulence"
+            if turbulence and mean is None:
+                mean = seen[4] = histories.values[slots].sum(axis=1) / np.maximum(count, 1)
             for index in np.flatnonzero(_fired(rule, values, count, mean)):
-                turbulence = rule.name == "AnomalyTurbulence"
                 fired.append((int(index), watch, op, rule, float(mean[index]) if turbulence else None))
+        for histories, slots, values, _, _ in judged.values():  # this step's values join them once all judged
             histories.record(slots, values)
         if not fired:
             return None

@@ -4,17 +4,16 @@ Data flows one way: a hook hands tensors to the step's collector (:mod:`msprobe.
 which queues their reductions on the device (:class:`~msprobe.pytorch.monitor.stats.StepBuffer`) and
 remembers, in execution order, which row is which.
 
-Activations come from forward hooks; activation gradients from tensor hooks registered on those same
-inputs and outputs (not ``register_full_backward_hook``, which rewires the graph and breaks in-place ops
-after a hooked module). A forward run again by activation checkpointing during the backward pass is
-not measured a second time (its outputs only get gradient hooks: under reentrant checkpointing they are
-the ones the gradients flow through).
+Activations come from forward hooks; activation gradients from pre-hooks on the autograd nodes that made
+those same inputs and outputs (a tensor hook for a leaf; not ``register_full_backward_hook``, which rewires
+the graph and breaks in-place ops after a hooked module). A forward run again by activation checkpointing
+during the backward pass is not measured a second time (its outputs only get gradient hooks: under
+reentrant checkpointing they are the ones the gradients flow through).
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
 
 import torch
 
@@ -28,14 +27,12 @@ in_backward = torch._C._current_graph_task_id  # -1 outside a backward pass
 def tensors_in(value: object) -> list[torch.Tensor]:
     """The measurable tensors of a hook argument: a tensor, or those directly inside a tuple, list or dict."""
     if isinstance(value, torch.Tensor):
-        items: Iterable = (value,)
-    elif isinstance(value, (tuple, list)):
-        items = value
-    elif isinstance(value, dict):
-        items = value.values()
-    else:
-        return []
-    return [item for item in items if measurable(item)]
+        return [value] if measurable(value) else []
+    if isinstance(value, (tuple, list)):
+        return [item for item in value if measurable(item)]
+    if isinstance(value, dict) and value:
+        return [item for item in value.values() if measurable(item)]
+    return []
 
 
 class ModuleWatch:
@@ -80,10 +77,19 @@ class ModuleWatch:
             return
         names = [label]
         self.hooked[id(tensor)] = (weakref.ref(tensor), where, names)
-        tensor.register_hook(self._grad_hook(names, *where))
+        node = tensor.grad_fn
+        if node is None:  # a leaf: a hook of its own
+            tensor.register_hook(self._grad_hook(names, *where))
+        else:  # a pre-hook on the node that made it: the same gradient, at half the cost of Tensor.register_hook
+            node.register_prehook(self._grad_hook(names, *where, tensor.output_nr))
 
-    def _grad_hook(self, names: list[str], micro: int, vpp: int):
+    def _grad_hook(self, names: list[str], micro: int, vpp: int, output_nr: int | None = None):
+        """The hook reading the gradient of ``names``' tensor: a tensor hook, or with ``output_nr`` a pre-hook
+        of the node that made the tensor (it gets the gradients of all the node's outputs). It returns None:
+        the gradient goes on unchanged."""
         def grad_hook(grad):
+            if output_nr is not None:
+                grad = grad[output_nr]
             collector = self.collector_of()
             if collector is None:
                 return
