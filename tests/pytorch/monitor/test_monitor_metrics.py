@@ -181,3 +181,34 @@ def test_the_files_are_closed_after_the_last_step_to_collect_or_when_the_monitor
         assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
     assert _open_files_under(tmp_path / "out") == []
     assert len(read_rows(only_run_dir(tmp_path / "out"), "actv")) > 0
+
+
+def test_an_output_the_next_module_changes_in_place_keeps_each_gradient_where_it_was_seen(tmp_path, monkeypatch):
+    """``nn.ReLU(inplace=True)`` after a Linear (as torchvision's ResNets chain them): the Linear's output row
+    has the gradient of the value before the ReLU, the ReLU's input and output rows that of the value after
+    it, as tensor hooks put on at those moments would (float64 reference of the same step, out of place)."""
+    from torch import nn
+
+    from msprobe.pytorch import TrainerMon
+
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "out"))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(inplace=True), nn.Linear(16, 3))
+    x, target = torch.randn(8, 6), torch.randn(8, 3)
+    first, last = model[0].double(), model[2].double()  # the reference: the same weights in float64
+    before = torch.nn.functional.linear(x.double(), first.weight, first.bias)
+    after = torch.relu(before)
+    loss = torch.nn.functional.mse_loss(torch.nn.functional.linear(after, last.weight, last.bias), target.double())
+    grad_before, grad_after = (g.detach().numpy() for g in torch.autograd.grad(loss, [before, after]))
+    model.float()
+    assert not np.allclose(grad_before, grad_after)  # the ReLU zeroes some: the two gradients differ
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    config = write_config(tmp_path / "c.json", xy_distribution=True, ops=["norm", "min", "max"])
+    TrainerMon(str(config), params_have_main_grad=False).set_monitor(model, optimizer)
+    torch.nn.functional.mse_loss(model(x), target).backward()
+    optimizer.step()
+    rows = {r["name"]: r for r in read_rows(only_run_dir(tmp_path / "out"), "actv_grad")}
+    assert_close_to_reference(rows["0.output"], grad_before)
+    assert_close_to_reference(rows["1.input"], grad_after)
+    assert_close_to_reference(rows["1.output"], grad_after)

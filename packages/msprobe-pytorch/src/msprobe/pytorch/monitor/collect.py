@@ -42,8 +42,9 @@ class ModuleWatch:
     def __init__(self, mon, collector_of, forward: bool, backward: bool) -> None:
         self.mon, self.collector_of = mon, collector_of
         self.forward, self.backward = forward, backward
-        # this step's gradient hooks: id(tensor) -> (the tensor, (micro-step, vpp), the names its gradient gets)
-        self.hooked: dict[int, tuple[weakref.ref, tuple[int, int], list[str]]] = {}
+        # this step's gradient hooks: id(tensor) -> (the tensor, (micro-step, vpp, its version), the names its
+        # gradient gets); a tensor changed in place since has another gradient (its new node's) and hook
+        self.hooked: dict[int, tuple[weakref.ref, tuple[int, int, int], list[str]]] = {}
         self.hooked_for: StepCollector | None = None  # the step self.hooked belongs to
 
     def hook(self, name: str, vpp: int):
@@ -68,9 +69,10 @@ class ModuleWatch:
                 self.hooked, self.hooked_for = {}, collector
             for label, tensor in named:
                 if tensor.requires_grad:
-                    self._hook_gradient(tensor, label, (micro, vpp))
+                    self._hook_gradient(tensor, label, micro, vpp)
 
-    def _hook_gradient(self, tensor: torch.Tensor, label: str, where: tuple[int, int]) -> None:
+    def _hook_gradient(self, tensor: torch.Tensor, label: str, micro: int, vpp: int) -> None:
+        where = (micro, vpp, tensor._version)
         entry = self.hooked.get(id(tensor))
         if entry is not None and entry[0]() is tensor and entry[1] == where:
             entry[2].append(label)
@@ -79,9 +81,9 @@ class ModuleWatch:
         self.hooked[id(tensor)] = (weakref.ref(tensor), where, names)
         node = tensor.grad_fn
         if node is None:  # a leaf: a hook of its own
-            tensor.register_hook(self._grad_hook(names, *where))
+            tensor.register_hook(self._grad_hook(names, micro, vpp))
         else:  # a pre-hook on the node that made it: the same gradient, at half the cost of Tensor.register_hook
-            node.register_prehook(self._grad_hook(names, *where, tensor.output_nr))
+            node.register_prehook(self._grad_hook(names, micro, vpp, tensor.output_nr))
 
     def _grad_hook(self, names: list[str], micro: int, vpp: int, output_nr: int | None = None):
         """The hook reading the gradient of ``names``' tensor: a tensor hook, or with ``output_nr`` a pre-hook
