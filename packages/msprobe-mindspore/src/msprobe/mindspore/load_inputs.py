@@ -42,8 +42,5 @@ class MindSporeInputLoader(ModuleInputLoader):
             return tensor.astype(mindspore.bfloat16)
         return tensor
 
-    def shape_dtype(self, tensor: Any) -> tuple[list[int], Any]:
-        return list(tensor.shape), tensor.dtype
-
     def adopt(self, loaded: Any, like: Any) -> Any:
         return loaded

@@ -64,7 +64,9 @@ class ModuleInputLoader:
         raise NotImplementedError
 
     def shape_dtype(self, tensor: Any) -> tuple[list[int], Any]:
-        raise NotImplementedError
+        """What a loaded tensor must share with the argument it stands in for (a torch or MindSpore tensor has
+        both as ``shape`` and ``dtype``)."""
+        return list(tensor.shape), tensor.dtype
 
     def adopt(self, loaded: Any, like: Any) -> Any:
         """``loaded`` standing in for ``like``: needing a gradient where ``like`` did."""

@@ -47,8 +47,5 @@ class TorchInputLoader(ModuleInputLoader):
             return torch.from_numpy(np.load(file, allow_pickle=False)).to(like.device)
         return torch.load(file, map_location=like.device, weights_only=True)
 
-    def shape_dtype(self, tensor: Any) -> tuple[list[int], Any]:
-        return list(tensor.shape), tensor.dtype
-
     def adopt(self, loaded: Any, like: Any) -> Any:
         return loaded.requires_grad_(like.requires_grad) if loaded.is_floating_point() else loaded
