@@ -16,7 +16,6 @@ system's hands when the step ends, so only a machine that loses power can lose t
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import os
 import sqlite3
@@ -36,7 +35,6 @@ class MetricWriter(Protocol):
     def close(self) -> None: ...
 
 
-@functools.lru_cache(maxsize=4096)  # a run has few distinct shapes, a step hundreds of rows
 def _shape_text(shape: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(size) for size in shape) + "]"
 
