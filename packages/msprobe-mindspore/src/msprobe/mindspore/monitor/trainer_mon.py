@@ -2,15 +2,15 @@
 
 A MindSpore optimizer is a ``Cell`` called with the gradient tuple (``optimizer(grads)``), aligned with
 ``optimizer.parameters``: a forward pre-hook on it reads the gradients the update is about to use
-(``grad_reduced``; in a data-parallel job ``grad_unreduced`` comes from each parameter's own hook, the
-gradient this rank computed, and is otherwise the same numbers) and the parameters before the update; a
-forward hook, run when the update returned, reads Adam's moments (``moment1``/``moment2``, written as
-upstream's ``exp_avg``/``exp_avg_sq``) and the updated parameters, and ends the step: one host transfer, then
-the writers and alerts shared with PyTorch. Activations come from forward hooks on the watched cells;
-activation gradients from tensor hooks those forward hooks put on the cells' outputs (not a cell backward
-hook, which wraps the cell in an identity node and changes what a dump and the user's graph see), each row
-carrying the micro-batch it belongs to. With ``cc_distribution`` the communication functions are wrapped while
-monitoring is on (:mod:`.collectives`). Cell hooks run in PyNative mode only.
+(``grad_reduced``; in a data-parallel job ``grad_unreduced`` comes from each parameter's own hook, the gradient
+this rank computed, and is otherwise the same numbers) and the parameters before the update; a forward hook, run
+when the update returned, reads Adam's moments (``moment1``/``moment2``, written as upstream's
+``exp_avg``/``exp_avg_sq``) and the updated parameters, and ends the step: one host transfer, then the writers
+and alerts shared with PyTorch. Activations come from forward hooks on the watched cells; activation gradients
+from pre-hooks those forward hooks put on the gradient nodes of the cells' outputs (not a cell backward hook,
+which wraps the cell in an identity node and changes what a dump and the user's graph see), each row carrying
+the micro-batch it belongs to. With ``cc_distribution`` the communication functions are wrapped while monitoring
+is on (:mod:`.collectives`). Cell hooks run in PyNative mode only.
 """
 
 from __future__ import annotations
@@ -135,19 +135,33 @@ class TrainerMon:
                 if forward and named:
                     collector.add(ACTV, named, micro)
                 for label, tensor in outs if backward else ():
-                    tensor.register_hook(self._gradient_hook(ACTV_GRAD, label, micro, label))
+                    self._hook_output(tensor, label, micro)
             except Exception as error:
                 collector.guard(name, error)
 
         return hook
 
-    def _gradient_hook(self, group: str, name: str, micro: int | None, source: str, last_micro_only: bool = False):
-        """A tensor hook: the gradient reaching a cell's output (``actv_grad``) or, in a data-parallel job, a
+    def _hook_output(self, tensor, label: str, micro: int) -> None:
+        """The gradient reaching a cell's output, taken by a pre-hook on the gradient node that made it, as the
+        dump's backward capture takes it (a tensor hook goes through PyNative's gradient pipeline, many times
+        dearer: docs/performance.md#round-8-2026-12-06-metadata-read-once-output-hooks-on-nodes); a tensor
+        hook where no such node is."""
+        node = tensor._grad_node
+        if node is None or node.is_leaf():
+            tensor.register_hook(self._gradient_hook(ACTV_GRAD, label, micro, label))
+        else:
+            node.register_prehook(self._gradient_hook(ACTV_GRAD, label, micro, label, slot=tensor._output_index))
+
+    def _gradient_hook(self, group: str, name: str, micro: int | None, source: str, last_micro_only: bool = False,
+                       slot: int | None = None):
+        """A hook reading the gradient reaching a cell's output (``actv_grad``) or, in a data-parallel job, a
         parameter (``grad_unreduced``: the gradient autograd computed on this rank, before the reduce, in the
         step's last micro-batch; with accumulation the last micro-batch's, the sum being the training
-        code's). It reads and leaves the gradient unchanged (it returns None); ``source`` is what an error
-        leaves out."""
+        code's): a tensor hook, or with ``slot`` a node pre-hook (it gets the gradients of all the node's
+        outputs). It leaves the gradient unchanged (it returns None); ``source`` is what an error leaves out."""
         def hook(grad):
+            if slot is not None:
+                grad = grad[slot] if slot < len(grad) else None
             collector = self.collector
             if (collector is None or source in collector.failed or not measurable(grad)
                     or (last_micro_only and self.micro_step < self.grad_acc_steps - 1)):
