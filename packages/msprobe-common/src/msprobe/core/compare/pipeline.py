@@ -56,6 +56,7 @@ from msprobe.core.compare.read import (
     SourceError,
     TensorSpec,
     UserMaps,
+    comparable_dumps,
     comparable_rows,
     load_source,
     merge_note,
@@ -101,7 +102,8 @@ def check_modes(npu: DumpFile, bench: DumpFile) -> str:
 
 
 def build_results(npu: DumpFile, bench: DumpFile, options: CompareOptions) -> list[RowResult]:
-    """Every row of both dumps, paired where the alignment pairs them, in execution order."""
+    """Every row of both dumps (made comparable: compare.read.comparable_dumps), paired where the alignment pairs
+    them, in execution order."""
     npu_rows, bench_rows = comparable_rows(npu, bench)
     mode = check_modes(npu, bench)
     cross = cross_framework(npu, bench, options.maps)
@@ -257,7 +259,8 @@ def compare_dumps(
 def compare_read(npu: DumpFile, bench: DumpFile, output_dir: str | os.PathLike, loader: TensorLoader,
                  options: CompareOptions, report_stem: str | None = None) -> CompareResult:
     """Compare two dumps already read (or merged from ranks: compare.read.shards); the NPU side's ``stacks``
-    are its stack.json."""
+    are its stack.json. The rows and attribution read the dumps in common terms (compare.read.comparable_dumps)."""
+    npu, bench = comparable_dumps(npu, bench)
     stacks = npu.stacks
     started = time.monotonic()
     results = build_results(npu, bench, options)

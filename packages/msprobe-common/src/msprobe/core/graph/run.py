@@ -15,7 +15,7 @@ from msprobe.core.compare.read import (
     NO_LAYOUT,
     DumpFile,
     Layout,
-    gradients_in_place,
+    comparable_dumps,
     merge_constructs,
     process_rank,
     read_construct,
@@ -94,8 +94,7 @@ def graph_one(job: Job, output: Path, loader: TensorLoader, options: CompareOpti
               layout: Layout = NO_LAYOUT, database: VisDb | None = None) -> Written:
     npu_dump, bench_dump = _sides(job, layout)
     if bench_dump is not None:  # as compare reads them: 26.2.0's gradients at their tensors' places, as its rows
-        npu_dump, bench_dump = (replace(dump, entries=gradients_in_place(dump.entries))
-                                for dump in (npu_dump, bench_dump))
+        npu_dump, bench_dump = comparable_dumps(npu_dump, bench_dump)
     npu_graph = _graph(npu_dump, _construct(job.npu, npu_dump, job.merged, layout), "npu_path")
     title = str(job.npu)
     if bench_dump is None:

@@ -7,7 +7,7 @@ The first room of the pipeline (reader -> matcher -> metrics -> report): it impo
 :mod:`msprobe.core.compare`. Other rooms and :mod:`msprobe.core.graph` import what they use from here.
 """
 
-from msprobe.core.compare.read.generations import comparable_rows, gradients_in_place
+from msprobe.core.compare.read.generations import comparable_dumps, comparable_rows, gradients_in_place
 from msprobe.core.compare.read.mapfiles import TOP_LAYER, UserMaps, read_user_maps
 from msprobe.core.compare.read.processes import process_dirs, process_rank
 from msprobe.core.compare.read.ptfile import NotPlain, check_archive, read_plain_pt
@@ -48,8 +48,8 @@ from msprobe.core.compare.read.tensorfile import (
 __all__ = [
     "INPUT_MAX_BYTES", "NO_LAYOUT", "NO_SPEC", "SHARDS", "SOURCE", "STAT_KEYS", "TOP_LAYER", "CompareError",
     "DumpFile", "Layout", "NotPlain", "Row", "Source", "SourceError", "TensorFileError", "TensorSpec", "UserMaps",
-    "canonical_dtype", "check_archive", "check_tensor", "comparable_rows", "flatten_entry", "gradients_in_place",
-    "is_tensor", "load_json_file", "load_npy",
+    "canonical_dtype", "check_archive", "check_tensor", "comparable_dumps", "comparable_rows", "flatten_entry",
+    "gradients_in_place", "is_tensor", "load_json_file", "load_npy",
     "load_source", "merge_constructs", "merge_note", "process_dirs", "process_rank",
     "read_construct", "read_dump", "read_mapping", "read_merged",
     "read_plain_pt", "read_stack", "read_user_maps", "structure", "tensor_path", "tensor_source",

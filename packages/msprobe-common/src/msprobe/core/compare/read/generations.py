@@ -8,6 +8,8 @@ call differently by design (docs/dump_format.md#what-the-two-generations-record-
   gradient at ``output.0`` where ours has it at ``output.1``. :func:`gradients_in_place` puts each of 26.2.0's
   gradients back at the position its tensor has in ours, read from the forward entry's ``requires_grad``, so
   rows pair by the argument they belong to; the nulls it leaves out are read as nulls by the matcher.
+  :func:`comparable_dumps` does it once to both dumps of a comparison, before compare's pipeline or the graph
+  reads them, so the rows, the graph's nodes and the records attribution replays all see the same lists.
 - **A module's ``parameters``.** 26.2.0 records each parameter's statistics in the module's forward entry; 1.1.1
   and this msprobe do not. Where both dumps record them they are rows like any other; where one alone does,
   :func:`comparable_rows` leaves them out and says so in the log, since they have nothing to pair with.
@@ -15,6 +17,7 @@ call differently by design (docs/dump_format.md#what-the-two-generations-record-
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from msprobe.core.compare.read.reader import DumpFile
@@ -25,10 +28,18 @@ from msprobe.core.services.log import logger
 PARAMETERS = "parameters"  # the member of a forward entry only 26.2.0 writes
 
 
+def comparable_dumps(npu: DumpFile, bench: DumpFile) -> tuple[DumpFile, DumpFile]:
+    """The two dumps of a comparison with their gradient lists in common terms (:func:`gradients_in_place`),
+    NPU first; the one step that brings 26.2.0's dumps into ours, taken once before anything reads the entries."""
+    npu, bench = (replace(dump, entries=gradients_in_place(dump.entries)) for dump in (npu, bench))
+    return npu, bench
+
+
 def comparable_rows(npu: DumpFile, bench: DumpFile) -> tuple[dict[str, list[Row]], dict[str, list[Row]]]:
-    """Each side's rows per entry, in common terms (module docstring)."""
+    """Each side's rows per entry, in common terms (module docstring), from dumps already made comparable
+    (:func:`comparable_dumps`)."""
     sides = {"npu": npu, "bench": bench}
-    rows = {side: {name: flatten_entry(name, entry) for name, entry in gradients_in_place(dump.entries).items()}
+    rows = {side: {name: flatten_entry(name, entry) for name, entry in dump.entries.items()}
             for side, dump in sides.items()}
     recorded = {side: any(PARAMETERS in entry for entry in dump.entries.values()) for side, dump in sides.items()}
     for side, other in (("npu", "bench"), ("bench", "npu")):
