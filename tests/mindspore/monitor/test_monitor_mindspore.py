@@ -155,3 +155,19 @@ def test_a_changed_configuration_takes_effect_on_the_hooks(tmp_path, monkeypatch
     run = only_run_dir(tmp_path / "out")
     assert {int(r["step"]) for r in read_rows(run, "actv")} == {0, 1, 2, 3}
     assert {int(r["step"]) for r in read_rows(run, "actv_grad")} == {2, 3}
+
+
+def test_a_list_of_tensors_is_one_measured_tensor_of_a_collective():
+    """cc_distribution's tensors of a call (core's walk with MindSpore's cat): a list of float tensors is their
+    elements flattened and concatenated, integer tensors and empty lists are left out."""
+    from msprobe.mindspore.monitor.collectives import MindSporeCollectives
+
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal(shape).astype(np.float32) for shape in ((2, 3), (4,))]
+    alone = rng.standard_normal((3,)).astype(np.float32)
+    ids = ms.Tensor(np.arange(4, dtype=np.int32))
+    found = MindSporeCollectives().tensors(([ms.Tensor(p) for p in parts], ids, []), {"tensor": ms.Tensor(alone)})
+    assert len(found) == 2
+    np.testing.assert_array_equal(found[0].asnumpy(), np.concatenate([p.reshape(-1) for p in parts]))
+    np.testing.assert_array_equal(found[1].asnumpy(), alone)
+    assert MindSporeCollectives().tensors(([ids, ids],), {}) == []

@@ -9,7 +9,8 @@ whose call stack matches one of its regular expressions; ``cc_log_only`` records
 (``cc_stacks.json``). The wrappers only read: a collective's arguments and result are untouched.
 
 What differs between frameworks is behind :class:`CollectiveApi`: the functions to wrap, the tensors of a
-call, and when a call's result is defined (at once, or when an asynchronous handle is waited on).
+call, and when a call's result is defined (at once, or when an asynchronous handle is waited on). Which of a
+call's values are its tensors is one walk for both (:func:`call_tensors`), given the framework's tests and cat.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import re
 import traceback
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,6 +31,20 @@ from msprobe.core.services.fileio import atomic_write_text
 from msprobe.core.services.handles import Handle, patch_attributes
 
 CC_STACKS_FILE = "cc_stacks.json"
+
+
+def call_tensors(values: Iterable, is_tensor: Callable[[Any], bool], concat: Callable[[list], Any],
+                 measurable: Callable[[Any], bool]) -> list:
+    """The measurable tensors among a call's ``values``, a list or tuple of tensors (``is_tensor`` of each) as
+    one: ``concat`` flattens its elements and concatenates them, since a collective on a list of tensors (an
+    all-gather's outputs, a reduce-scatter's inputs) moves them as one buffer."""
+    found = []
+    for value in values:
+        if isinstance(value, (list, tuple)) and value and all(is_tensor(v) for v in value):
+            value = concat(value)
+        if measurable(value):
+            found.append(value)
+    return found
 
 
 class CollectiveApi(Protocol):

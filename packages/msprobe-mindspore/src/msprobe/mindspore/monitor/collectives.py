@@ -17,19 +17,18 @@ from typing import Any
 
 from mindspore import ops
 from mindspore.communication.comm_func import CommHandle_ as CommHandle  # the base of Python's and C++'s handles
+from msprobe.core.monitor.collectives import call_tensors
 from msprobe.mindspore.hooks.catalog import distributed_targets
 from msprobe.mindspore.monitor.stats import measurable
 
 
+def _concat(tensors: list) -> Any:
+    return ops.cat([t.reshape(-1) for t in tensors])
+
+
 def _tensors(values) -> list:
-    """The measurable tensors among ``values``, a list of tensors as one (its elements flattened and concatenated)."""
-    found = []
-    for value in values:
-        if isinstance(value, (list, tuple)) and value and all(measurable(v) for v in value):
-            value = ops.cat([v.reshape(-1) for v in value])
-        if measurable(value):
-            found.append(value)
-    return found
+    """The measurable tensors among ``values`` (core's walk: a list of measurable tensors as one)."""
+    return call_tensors(values, measurable, _concat, measurable)
 
 
 def _on_wait(handle: CommHandle, on_wait: Callable[[], None]) -> None:

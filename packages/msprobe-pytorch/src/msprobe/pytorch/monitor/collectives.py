@@ -16,20 +16,23 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from msprobe.core.monitor.collectives import call_tensors
 from msprobe.pytorch.hooks.distributed import COLLECTIVES, WaitedWork
 from msprobe.pytorch.monitor.stats import measurable
 
 
+def _is_tensor(value: object) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
 @torch.no_grad()
+def _concat(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
 def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    """The measurable tensor arguments, a list of tensors as one (its elements flattened and concatenated)."""
-    found = []
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
-            value = torch.cat([v.detach().reshape(-1) for v in value])
-        if measurable(value):
-            found.append(value)
-    return found
+    """The measurable tensor arguments (core's walk: a list of tensors as one)."""
+    return call_tensors((*args, *kwargs.values()), _is_tensor, _concat, measurable)
 
 
 class TorchCollectives:
