@@ -8,7 +8,8 @@ round in one process (``harness.py``); the table shows, per mode, the median CPU
 ``(t_mode − t_bare) / calls`` (CPU time: of the medians, and of the fastest steps, the steadier figure
 on a shared machine; and wall time), where ``calls`` is the number of forward entries one step of
 ``statistics L1`` writes to dump.json (the count is printed; each forward also brings its backward entry).
-The last column says whether the median CPU cost per call is within :data:`TARGETS`. MindSpore's figures are
+The last column says whether the median CPU cost per call is within :data:`TARGETS`; ``main`` is the CPU time of
+the thread that runs the step. MindSpore's figures are
 over ``bare synchronous`` (its executor's mode under capture on the CPU, without capture: msprobe's own work);
 its model runs ``Dense`` as two captured calls, so it divides by about twice PyTorch's calls (``tinyops.py``
 runs the same functional ops in both).
@@ -129,9 +130,9 @@ def count_forward_calls(model: Any, train_step: Callable[[Any], None], debugger_
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def measure(framework: str, args: argparse.Namespace) -> dict[str, tuple[float, float, float]]:
+def measure(framework: str, args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]]:
     """Per mode of ``framework``: (median CPU µs per call, fastest-step CPU µs per call, median wall µs per
-    call), after printing its table."""
+    call, median main-thread CPU µs per call), after printing its table."""
     if framework == "pytorch":
         model, train_step, debugger_cls, batch = torch_setup(args.device)
         modes = TORCH_MODES
@@ -148,15 +149,18 @@ def measure(framework: str, args: argparse.Namespace) -> dict[str, tuple[float, 
     cpu = {mode: statistics.median(t[1] for t in values) for mode, values in samples.items()}
     fastest = {mode: min(t[1] for t in values) for mode, values in samples.items()}
     wall = {mode: statistics.median(t[0] for t in values) for mode, values in samples.items()}
+    main = {mode: statistics.median(t[2] for t in values) for mode, values in samples.items()}
     base = "bare synchronous" if "bare synchronous" in samples else "bare"
     figures = {mode: ((cpu[mode] - cpu[base]) / calls * 1e6, (fastest[mode] - fastest[base]) / calls * 1e6,
-                      (wall[mode] - wall[base]) / calls * 1e6) for mode in samples}
+                      (wall[mode] - wall[base]) / calls * 1e6, (main[mode] - main[base]) / calls * 1e6)
+               for mode in samples}
     print(f"{framework}: {calls} forward calls captured per step (statistics L1); µs per call over {base!r}")
     print(f"{'mode':16s} {'cpu ms/step':>12s} {'µs/call':>8s} {'µs/call (min)':>14s}"
-          f" {'wall ms/step':>13s} {'µs/call':>8s}  target")
-    for mode, (per_call, per_call_min, per_call_wall) in figures.items():
+          f" {'wall ms/step':>13s} {'µs/call':>8s} {'main µs/call':>13s}  target")
+    for mode, (per_call, per_call_min, per_call_wall, per_call_main) in figures.items():
         print(f"{mode:16s} {cpu[mode] * 1e3:12.2f} {per_call:8.1f} {per_call_min:14.1f}"
-              f" {wall[mode] * 1e3:13.2f} {per_call_wall:8.1f}  {verdict(TARGETS.get(mode), per_call, unit=' µs')}")
+              f" {wall[mode] * 1e3:13.2f} {per_call_wall:8.1f} {per_call_main:13.1f}"
+              f"  {verdict(TARGETS.get(mode), per_call, unit=' µs')}")
     return figures
 
 
@@ -180,14 +184,14 @@ def main() -> None:
     torch_figures = measure("pytorch", args)
     mindspore_figures = measure("mindspore", args)
     print("MindSpore over PyTorch, per captured call (MindSpore's over its synchronous bare step; CPU time counts "
-          "its executor threads too)")
-    print(f"{'mode':16s} {'cpu':>6s} {'cpu (min)':>10s} {'wall':>6s}  target")
+          "its kernel pool's busy-wait too, so the verdict is on host time: wall and main thread)")
+    print(f"{'mode':16s} {'cpu':>6s} {'cpu (min)':>10s} {'wall':>6s} {'main':>6s}  target")
     for mode in mindspore_figures:
         if mode == "bare" or mode not in torch_figures:
             continue
         ratios = [m / t if t > 0 else float("inf") for m, t in zip(mindspore_figures[mode], torch_figures[mode])]
-        print(f"{mode:16s} {ratios[0]:6.2f} {ratios[1]:10.2f} {ratios[2]:6.2f}"
-              f"  {verdict(MINDSPORE_RATIO_TARGET, ratios[0], unit='x')} (cpu)")
+        print(f"{mode:16s} {ratios[0]:6.2f} {ratios[1]:10.2f} {ratios[2]:6.2f} {ratios[3]:6.2f}"
+              f"  {verdict(MINDSPORE_RATIO_TARGET, ratios[2], ratios[3], unit='x')} (wall and main)")
 
 
 if __name__ == "__main__":
