@@ -29,8 +29,9 @@ PYNATIVE_SCRIPT = """
 import json, sys
 import numpy as np
 import mindspore as ms
-from mindspore import mint, nn
+from mindspore import mint, nn, ops
 from mindspore.communication import get_rank, init
+from mindspore.ops import communication
 from msprobe.mindspore import PrecisionDebugger
 
 out, dump_path = sys.argv[1:3]
@@ -55,10 +56,14 @@ debugger.start(net)
 loss = net(x)
 total = loss.copy()
 mint.distributed.all_reduce(total)  # in place: the sum of both ranks' losses
+others = [loss.copy(), loss.copy()]
+communication.all_reduce(others[0])  # MindSpore's other collectives: mindspore.ops.communication,
+ops.all_reduce(others[1])  # also bound in mindspore.ops
 debugger.stop()
 debugger.step()
 with open(f"{out}/values_rank{rank}.json", "w") as f:
-    json.dump({"loss": float(loss.asnumpy()), "total": float(total.asnumpy())}, f)
+    json.dump({"loss": float(loss.asnumpy()), "total": float(total.asnumpy()),
+               "others": [float(t.asnumpy()) for t in others]}, f)
 """
 
 GRAPH_SCRIPT = """
@@ -130,8 +135,10 @@ def test_pynative_mix_writes_one_directory_per_rank(jobs):
         assert {"dump.json", "stack.json", "construct.json"} <= {p.name for p in rank_dir.iterdir()}
         data = json.loads((rank_dir / "dump.json").read_text())["data"]
         assert "Cell.fc.Dense.forward.0" in data  # mix: cells and APIs
-        (reduced,) = data["Distributed.all_reduce.0.forward"]["input_args"]
-        assert reduced["Max"] == reduced["Min"] == values[rank]["loss"]  # this rank's own loss went in
+        assert values[rank]["others"] == [float32_sum] * 2
+        for call in range(3):  # mint.distributed's, ops.communication's, ops'
+            (reduced,) = data[f"Distributed.all_reduce.{call}.forward"]["input_args"]
+            assert reduced["Max"] == reduced["Min"] == values[rank]["loss"]  # this rank's own loss went in
         assert data["Mint.sum.0.forward"]["output"][0]["Max"] == values[rank]["loss"]
     assert values[0]["loss"] != values[1]["loss"]  # the ranks' files hold different numbers
 

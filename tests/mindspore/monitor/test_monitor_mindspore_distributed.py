@@ -28,6 +28,7 @@ import mindspore as ms
 from mindspore import nn
 from mindspore import mint
 from mindspore.communication import get_rank, init
+from mindspore.ops import communication
 from msprobe.mindspore import TrainerMon
 
 out, config = sys.argv[1:3]
@@ -50,11 +51,12 @@ def train(monitored):
     for step in range(3):
         x, y = (ms.Tensor(rng.standard_normal(shape).astype(np.float32)) for shape in ((4, 6), (4, 3)))
         loss, grads = grad_fn(x, y)
-        loss_sum, x_sum = (ms.Tensor(t.asnumpy().copy()) for t in (loss, x))
+        loss_sum, x_sum, y_sum = (ms.Tensor(t.asnumpy().copy()) for t in (loss, x, y))
         mint.distributed.all_reduce(loss_sum)  # in place, as torch.distributed's
         mint.distributed.all_reduce(x_sum, async_op=True).wait()
+        communication.all_reduce(y_sum)  # MindSpore's other collectives, mindspore.ops.communication
         kept.update({f"{step}/loss": loss.asnumpy().copy(), f"{step}/loss_sum": loss_sum.asnumpy().copy(),
-                     f"{step}/x_sum": x_sum.asnumpy().copy()})
+                     f"{step}/x_sum": x_sum.asnumpy().copy(), f"{step}/target": y.asnumpy().copy()})
         kept.update({f"{step}/{p.name}": g.asnumpy().copy() for p, g in zip(optimizer.parameters, grads)})
         kept[f"{step}/input"] = x.asnumpy().copy()
         optimizer(reducer(grads))
@@ -116,18 +118,20 @@ def test_unreduced_weight_gradients_are_each_ranks_own(job):
 
 def test_collectives_are_measured_before_and_after(job):
     """cc_distribution: ``mint.distributed.all_reduce``'s tensor before the call (``pre``) and after it
-    (``post``: the sum of both ranks'), the asynchronous call's once its handle was waited on."""
+    (``post``: the sum of both ranks'), the asynchronous call's once its handle was waited on; and
+    ``mindspore.ops.communication.all_reduce``'s alike."""
     kept = [dict(np.load(job / f"kept_rank{rank}.npz")) for rank in RANKS]
     for rank in RANKS:
         rows = {(int(r["step"]), r["name"]): r for r in read_rows(_run_dir(job, rank), "cc")}
-        assert sorted(rows) == [(step, name) for step in range(3) for name in (
-            "all_reduce.0.post", "all_reduce.0.pre", "all_reduce.1.post", "all_reduce.1.pre")]
+        assert sorted(rows) == [(step, f"all_reduce.{call}.{when}") for step in range(3) for call in range(3)
+                                for when in ("post", "pre")]
         for step in range(3):
             assert_close_to_reference(rows[step, "all_reduce.0.pre"], kept[rank][f"{step}/loss"])
             assert_close_to_reference(rows[step, "all_reduce.0.post"], kept[rank][f"{step}/loss_sum"])
-            assert_close_to_reference(rows[step, "all_reduce.1.pre"], kept[rank][f"{step}/input"])
-            both = kept[0][f"{step}/input"].astype(np.float64) + kept[1][f"{step}/input"].astype(np.float64)
-            assert_close_to_reference(rows[step, "all_reduce.1.post"], both)
+            for call, key in ((1, "input"), (2, "target")):
+                assert_close_to_reference(rows[step, f"all_reduce.{call}.pre"], kept[rank][f"{step}/{key}"])
+                both = kept[0][f"{step}/{key}"].astype(np.float64) + kept[1][f"{step}/{key}"].astype(np.float64)
+                assert_close_to_reference(rows[step, f"all_reduce.{call}.post"], both)
 
 
 def test_activations_are_each_ranks_own_batch(job):

@@ -17,6 +17,7 @@ import mindspore
 import mindspore.communication.comm_func as comm_func
 import mindspore.mint.distributed as mint_distributed
 import mindspore.mint.nn.functional as mint_functional
+import mindspore.ops.communication as ops_communication
 from mindspore import mint, ops
 
 _NOT_API_MODULES = (
@@ -48,7 +49,18 @@ _TENSOR_OPERATORS = tuple(
     iadd isub imul itruediv ifloordiv imod""".split()
 )
 
-_SETUP_PREFIXES = ("init_", "get_", "is_", "new_", "destroy_")
+_SETUP_PREFIXES = ("init_", "get_", "is_", "new_", "destroy_", "set_")
+
+# Where the collectives live, and the modules whose functions count as that namespace's: MindSpore 2.10 has
+# two implementations (``mindspore.communication.comm_func`` and ``mindspore.ops.function.comm_func``), the
+# second public as ``mindspore.ops.communication`` and bound in ``mindspore.ops`` itself (``ops.all_reduce``).
+_OPS_COMM_FUNC = "mindspore.ops.function.comm_func"
+_COLLECTIVE_NAMESPACES = (
+    (comm_func, (comm_func.__name__, _OPS_COMM_FUNC)),
+    (mint_distributed, (mint_distributed.__name__, _OPS_COMM_FUNC)),
+    (ops_communication, (_OPS_COMM_FUNC,)),
+    (ops, (_OPS_COMM_FUNC,)),
+)
 
 _INPLACE_OPERATORS = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
                                 "__ifloordiv__", "__imod__"})
@@ -114,13 +126,13 @@ def _tensor_targets() -> list[ApiTarget]:
 
 
 def distributed_targets() -> list[ApiTarget]:
-    """The communication functions of ``comm_func`` and ``mint.distributed`` (not their set-up calls)."""
+    """The communication functions of ``comm_func``, ``mint.distributed`` and ``ops.communication`` (also as
+    bound in ``ops``), not their set-up calls and settings."""
     targets = []
-    for namespace in (comm_func, mint_distributed):
+    for namespace, modules in _COLLECTIVE_NAMESPACES:
         for name, func in _public_functions(namespace).items():
             module = getattr(func, "__module__", "") or ""
-            defined_here = module.startswith((namespace.__name__, "mindspore.ops.function.comm_func"))
-            if defined_here and not name.startswith(_SETUP_PREFIXES):
+            if module.startswith(modules) and not name.startswith(_SETUP_PREFIXES):
                 targets.append(ApiTarget("Distributed", namespace, name, True))
     return targets
 
