@@ -6,16 +6,19 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
+
 from msprobe.core.monitor.alerts import AlertTracker
 from msprobe.core.monitor.config import DEFAULT_RULES
-from msprobe.core.monitor.records import MetricRow, StepMetrics
+from msprobe.core.monitor.records import RowLayout, StepMetrics
 
 
 def _step(step: int, norms: dict[str, float]) -> StepMetrics:
     """Rows in the dict's order (execution order), only the norm op."""
-    rows = tuple(MetricRow("actv", name, 0, (value,), (2,), "torch.float32", order)
-                 for order, (name, value) in enumerate(norms.items()))
-    return StepMetrics.from_rows(step, 3, ("norm",), rows)
+    count = len(norms)
+    layout = RowLayout(("actv",) * count, tuple(norms), (0,) * count, ((2,),) * count, ("torch.float32",) * count,
+                       (0,) * count)
+    return StepMetrics(step, 3, ("norm",), layout, np.array([[value] for value in norms.values()], dtype=np.float64))
 
 
 def test_jump_names_the_first_metric_in_execution_order(tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -54,11 +53,6 @@ class RowLayout:
     dtypes: tuple[str, ...]
     vpp_stages: tuple[int, ...]
 
-    @classmethod
-    def of(cls, rows: Sequence[MetricRow]) -> RowLayout:
-        fields = ("group", "name", "micro_step", "shape", "dtype", "vpp_stage")
-        return cls(*(tuple(getattr(row, field) for row in rows) for field in fields))
-
     def __len__(self) -> int:
         return len(self.names)
 
@@ -72,12 +66,6 @@ class StepMetrics:
     ops: tuple[str, ...]
     layout: RowLayout
     values: np.ndarray
-
-    @classmethod
-    def from_rows(cls, step: int, rank: int, ops: tuple[str, ...], rows: Sequence[MetricRow]) -> StepMetrics:
-        rows = sorted(rows, key=lambda row: row.order)
-        values = np.array([row.values for row in rows], dtype=np.float64).reshape(len(rows), len(ops))
-        return cls(step, rank, ops, RowLayout.of(rows), values)
 
     @functools.cached_property
     def rows(self) -> tuple[MetricRow, ...]:
